@@ -1,0 +1,1 @@
+"""kvoffload.conformance: check any engine's offloading manager against the spec."""

@@ -1,0 +1,55 @@
+"""The ``kvoffload`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from kvoffload.spec import MisuseError, check_invariants, initial_state
+from kvoffload.spec.calls import apply
+from kvoffload.spec.scenarios import SCENARIOS
+
+
+def _demo(args: argparse.Namespace) -> int:
+    """Play the spec's scenario vectors and show each call with the spec's output."""
+    names = {s.name for s in SCENARIOS}
+    unknown = [n for n in args.scenario if n not in names]
+    if unknown:
+        print(f"kvoffload demo: unknown scenario {unknown}; known: {sorted(names)}",
+              file=sys.stderr)
+        return 2
+    failed = 0
+    for scenario in SCENARIOS:
+        if args.scenario and scenario.name not in args.scenario:
+            continue
+        print(f"# {scenario.name}: {scenario.about} "
+              f"(capacity {scenario.capacity}, {scenario.policy.value})")
+        state = initial_state(scenario.capacity, scenario.policy)
+        for step in scenario.steps:
+            try:
+                state, output = apply(state, step.call)
+            except MisuseError as error:
+                output = type(error)
+            check_invariants(state)
+            shown = output.__name__ if isinstance(output, type) else repr(output)
+            ok = output == step.expect
+            failed += not ok
+            print(f"  {'ok ' if ok else 'BAD'} {step.call!s:<40} -> {shown}")
+    print("all scenarios agree with the spec" if not failed else f"{failed} steps disagree")
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kvoffload", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="play the spec's scenarios (PR #41795 first)")
+    demo.add_argument("scenario", nargs="*", help="scenario names (default: all)")
+    demo.set_defaults(run=_demo)
+    args = parser.parse_args(argv)
+    result: int = args.run(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

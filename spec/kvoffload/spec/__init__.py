@@ -1,0 +1,54 @@
+"""kvoffload.spec: the executable specification of a KV-cache offloading tier.
+
+Standard library only. Read it in this order: :mod:`.vocabulary`, :mod:`.state`,
+:mod:`.transitions`, :mod:`.recency`, :mod:`.invariants`, :mod:`.assumptions`;
+``docs/spec.md`` explains every decision.
+"""
+
+from .assumptions import (
+    ASSUMPTIONS,
+    NO_MISUSE,
+    NO_RESET_IN_FLIGHT,
+    NO_STALE_COMPLETIONS,
+    UNIQUE_KEYS,
+    Assumption,
+    excluded_by,
+)
+from .calls import COMPLETIONS, Call, Op, Output, apply, replay
+from .errors import (
+    BadCapacity,
+    ChoiceNotAllowed,
+    InvariantViolation,
+    KvOffloadError,
+    MisuseError,
+    NotReadable,
+    UnknownEpoch,
+    UnmatchedCompleteLoad,
+)
+from .invariants import INVARIANTS, broken_invariants, check_invariants, is_quiescent
+from .outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
+from .recency import ArcLists, LruOrder
+from .state import Block, CacheState, Orphan, initial_state
+from .transitions import (
+    complete_load,
+    complete_store,
+    lookup,
+    prepare_load,
+    prepare_store,
+    reset_cache,
+    take_events,
+    touch,
+)
+from .vocabulary import CopyKind, Key, LookupResult, Phase, Policy, unique
+
+__all__ = [
+    "ASSUMPTIONS", "COMPLETIONS", "INVARIANTS", "NO_MISUSE", "NO_RESET_IN_FLIGHT",
+    "NO_STALE_COMPLETIONS", "UNIQUE_KEYS", "ArcLists", "Assumption", "BadCapacity", "Block",
+    "CacheState", "Call", "ChoiceNotAllowed", "Completion", "CopyKind", "Events",
+    "InvariantViolation", "Key", "KvOffloadError", "LoadPlan", "LookupResult", "LruOrder",
+    "MisuseError", "NotReadable", "Op", "Orphan", "Output", "Phase", "Policy", "StorePlan",
+    "StoreRejected", "UnknownEpoch", "UnmatchedCompleteLoad", "apply", "broken_invariants",
+    "check_invariants", "complete_load", "complete_store", "excluded_by", "initial_state",
+    "is_quiescent", "lookup", "prepare_load", "prepare_store", "replay", "reset_cache",
+    "take_events", "touch", "unique",
+]

@@ -1,0 +1,165 @@
+"""Exact eviction-order models: LRU (as vLLM 0.21-0.24) and ARC (classic, for blocks).
+
+A recency model only orders keys; the lifecycle (who may be evicted at all) is decided
+by the transitions, which hand the model the candidates. Every method is pure and
+returns a new model. The transitions call, in this vocabulary:
+
+``adapted(key)``             prepare_store accepted this new key (ARC adapts ``p``)
+``inserted(key)``            prepare_store allocated a slot for a new key (STORING)
+``evictable(keys)``          keys became evictable: store completed, or last reader left
+``pinned(key)``              a READY key got its first reader
+``touched(keys, ready)``     the scheduler marked keys as used (``touch``)
+``removed(key)``             a STORING key's store failed: forget it, no ghost
+``evicted(key)``             the key was chosen as a victim
+``victim(candidates)``       the exact victim among the allowed candidates
+``cleared()``                reset
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .errors import InvariantViolation
+from .vocabulary import Key
+
+
+def _without(seq: tuple[Key, ...], key: Key) -> tuple[Key, ...]:
+    return tuple(k for k in seq if k != key)
+
+
+def _first_in(seq: tuple[Key, ...], candidates: frozenset[Key]) -> Key | None:
+    return next((k for k in seq if k in candidates), None)
+
+
+@dataclass(frozen=True)
+class LruOrder:
+    """vLLM 0.24's LRU: one queue of the evictable keys, least recent first.
+
+    A key enters at the most-recent end when it becomes evictable (its store completes,
+    or its last reader leaves), leaves when it is pinned or evicted, and moves to the
+    most-recent end on ``touch`` if it is evictable. ``touch`` walks its keys backwards,
+    so the call's first key ends most recent. Lookup and ``prepare_store`` are not uses.
+    """
+
+    order: tuple[Key, ...] = ()
+
+    def adapted(self, key: Key) -> LruOrder:
+        return self
+
+    def inserted(self, key: Key) -> LruOrder:
+        return self  # a STORING block is not evictable, so it is not queued yet
+
+    def evictable(self, keys: tuple[Key, ...]) -> LruOrder:
+        return LruOrder(self.order + keys)
+
+    def pinned(self, key: Key) -> LruOrder:
+        return LruOrder(_without(self.order, key))
+
+    def touched(self, keys: tuple[Key, ...], ready: frozenset[Key]) -> LruOrder:
+        order = self.order
+        for key in reversed(keys):
+            if key in order:
+                order = (*_without(order, key), key)
+        return LruOrder(order)
+
+    def removed(self, key: Key) -> LruOrder:
+        return LruOrder(_without(self.order, key))
+
+    def evicted(self, key: Key) -> LruOrder:
+        return LruOrder(_without(self.order, key))
+
+    def victim(self, candidates: frozenset[Key]) -> Key:
+        found = _first_in(self.order, candidates)
+        if found is None:
+            raise InvariantViolation("lru_queues_evictable_blocks", "a candidate is not queued")
+        return found
+
+    def cleared(self) -> LruOrder:
+        return LruOrder()
+
+
+@dataclass(frozen=True)
+class ArcLists:
+    """Megiddo and Modha's ARC, adapted to blocks that cannot always be evicted.
+
+    ``t1`` holds live keys used once, ``t2`` live keys used again (each least recent
+    first); ``b1`` / ``b2`` are ghosts of keys evicted from them; ``p`` is the target
+    size of ``t1``. Adaptation is classic, and comes before the call's evictions: a new
+    key found in ``b1`` raises ``p`` by ``max(1, |b2| // |b1|)``, found in ``b2`` it lowers
+    ``p`` by ``max(1, |b1| // |b2|)``; after the evictions such a key enters ``t2``, any
+    other new key ``t1``. A ``touch`` of a
+    READY key moves it to the most-recent end of ``t2`` (a STORING key in ``t1`` stays in
+    ``t1``, moved to its most-recent end). The victim is the least recent evictable key
+    of ``t1`` when ``|t1| > p``, else of ``t2``; when the preferred list has no candidate
+    the other one gives it, so ARC rejects a store only when nothing at all is evictable.
+    After an insertion the ghosts are trimmed, oldest first, to ``|t1| + |b1| <= c`` and
+    ``|t1| + |t2| + |b1| + |b2| <= 2c``.
+    """
+
+    capacity: int
+    t1: tuple[Key, ...] = ()
+    t2: tuple[Key, ...] = ()
+    b1: tuple[Key, ...] = ()
+    b2: tuple[Key, ...] = ()
+    p: int = 0
+
+    def adapted(self, key: Key) -> ArcLists:
+        b1, b2 = len(self.b1), len(self.b2)
+        if key in self.b1:
+            return replace(self, p=min(self.capacity, self.p + max(1, b2 // b1)))
+        if key in self.b2:
+            return replace(self, p=max(0, self.p - max(1, b1 // b2)))
+        return self
+
+    def inserted(self, key: Key) -> ArcLists:
+        if key in self.b1 or key in self.b2:
+            arc = replace(self, b1=_without(self.b1, key), b2=_without(self.b2, key),
+                          t2=(*self.t2, key))
+        else:
+            arc = replace(self, t1=(*self.t1, key))
+        return arc._trimmed()
+
+    def _trimmed(self) -> ArcLists:
+        b1, b2 = self.b1, self.b2
+        while b1 and len(self.t1) + len(b1) > self.capacity:
+            b1 = b1[1:]
+        while len(self.t1) + len(self.t2) + len(b1) + len(b2) > 2 * self.capacity:
+            if b2:
+                b2 = b2[1:]
+            else:
+                b1 = b1[1:]
+        return replace(self, b1=b1, b2=b2)
+
+    def evictable(self, keys: tuple[Key, ...]) -> ArcLists:
+        return self
+
+    def pinned(self, key: Key) -> ArcLists:
+        return self
+
+    def touched(self, keys: tuple[Key, ...], ready: frozenset[Key]) -> ArcLists:
+        arc = self
+        for key in reversed(keys):
+            if key in arc.t1 and key not in ready:
+                arc = replace(arc, t1=(*_without(arc.t1, key), key))
+            elif key in arc.t1 or key in arc.t2:
+                arc = replace(arc, t1=_without(arc.t1, key), t2=(*_without(arc.t2, key), key))
+        return arc
+
+    def removed(self, key: Key) -> ArcLists:
+        return replace(self, t1=_without(self.t1, key), t2=_without(self.t2, key))
+
+    def evicted(self, key: Key) -> ArcLists:
+        if key in self.t1:
+            return replace(self, t1=_without(self.t1, key), b1=(*self.b1, key))
+        return replace(self, t2=_without(self.t2, key), b2=(*self.b2, key))
+
+    def victim(self, candidates: frozenset[Key]) -> Key:
+        from_t1, from_t2 = _first_in(self.t1, candidates), _first_in(self.t2, candidates)
+        preferred, other = (from_t1, from_t2) if len(self.t1) > self.p else (from_t2, from_t1)
+        found = preferred if preferred is not None else other
+        if found is None:
+            raise InvariantViolation("arc_lists_hold_live_blocks", "a candidate is in no list")
+        return found
+
+    def cleared(self) -> ArcLists:
+        return ArcLists(self.capacity)

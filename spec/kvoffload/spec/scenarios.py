@@ -1,0 +1,145 @@
+"""Scenario vectors: short call sequences with the outputs the spec demands.
+
+Each step is a call and its expected output, or the misuse error it must raise (the
+state then stays as it was). The spec's tests replay them on the spec; the reference
+manager's tests and the conformance suite replay them on implementations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .calls import Call, Op, Output
+from .errors import MisuseError, NotReadable, UnmatchedCompleteLoad
+from .outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
+from .vocabulary import LookupResult, Policy
+
+MISS, PENDING, HIT = LookupResult.MISS, LookupResult.PENDING, LookupResult.HIT
+
+
+@dataclass(frozen=True)
+class Step:
+    call: Call
+    expect: Output | type[MisuseError]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    about: str
+    capacity: int
+    steps: tuple[Step, ...]
+    policy: Policy = Policy.LRU
+
+
+def _s(op: Op, *keys: object, expect: Output | type[MisuseError] = None, **kw: object) -> Step:
+    return Step(Call(op, tuple(keys), **kw), expect)  # type: ignore[arg-type]
+
+
+L, PL, CL, T = Op.LOOKUP, Op.PREPARE_LOAD, Op.COMPLETE_LOAD, Op.TOUCH
+PS, CS, R, E = Op.PREPARE_STORE, Op.COMPLETE_STORE, Op.RESET_CACHE, Op.TAKE_EVENTS
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("pr41795", "a block whose store is in flight is PENDING, not a miss", 4, (
+        _s(PS, "a", expect=StorePlan(("a",), (0,), (), 0)),
+        _s(L, "a", expect=PENDING),
+        _s(CS, "a", expect=Completion(applied=("a",))),
+        _s(L, "a", expect=HIT),
+    )),
+    Scenario("duplicate-keys", "a key twice in one call takes one slot; nothing leaks", 2, (
+        _s(PS, "a", "a", expect=StorePlan(("a",), (0,), (), 0)),
+        _s(PS, "b", "b", expect=StorePlan(("b",), (1,), (), 0)),
+        _s(CS, "a", "a", "b", expect=Completion(applied=("a", "b"))),
+        _s(PL, "a", "a", expect=LoadPlan(("a",), (0,), 0)),
+        _s(CL, "a", expect=Completion(applied=("a",))),
+        _s(CL, "a", expect=UnmatchedCompleteLoad),
+    )),
+    Scenario("atomic-rejection", "a store that cannot fit changes nothing", 2, (
+        _s(PS, "a", "b", expect=StorePlan(("a", "b"), (0, 1), (), 0)),
+        _s(CS, "a", "b", expect=Completion(applied=("a", "b"))),
+        _s(E, expect=Events(stored=frozenset("ab"))),
+        _s(PL, "a", expect=LoadPlan(("a",), (0,), 0)),
+        _s(PS, "c", "d", expect=StoreRejected(needed=2, available=1)),
+        _s(L, "b", expect=HIT),
+        _s(E, expect=Events()),
+        _s(PS, "b", "c", expect=StoreRejected(needed=1, available=0)),
+        _s(PS, "c", expect=StorePlan(("c",), (1,), ("b",), 0)),
+    )),
+    Scenario("failed-store", "a failed store returns the key to ABSENT and frees its slot", 1, (
+        _s(PS, "a", expect=StorePlan(("a",), (0,), (), 0)),
+        _s(CS, "a", success=False, expect=Completion(applied=("a",))),
+        _s(L, "a", expect=MISS),
+        _s(E, expect=Events()),
+        _s(PS, "b", expect=StorePlan(("b",), (0,), (), 0)),
+        _s(CS, "a", expect=Completion(ignored=("a",))),
+    )),
+    Scenario("lru-touch", "touch makes a block most recent; the least recent is evicted", 2, (
+        _s(PS, "a", "b", expect=StorePlan(("a", "b"), (0, 1), (), 0)),
+        _s(CS, "a", "b", expect=Completion(applied=("a", "b"))),
+        _s(T, "a", expect=None),
+        _s(PS, "c", expect=StorePlan(("c",), (1,), ("b",), 0)),
+        _s(E, expect=Events(stored=frozenset("a"))),
+    )),
+    Scenario("pinned-not-evicted", "a block being read is never evicted", 1, (
+        _s(PS, "a", expect=StorePlan(("a",), (0,), (), 0)),
+        _s(CS, "a", expect=Completion(applied=("a",))),
+        _s(PL, "a", expect=LoadPlan(("a",), (0,), 0)),
+        _s(PS, "b", expect=StoreRejected(needed=1, available=0)),
+        _s(CL, "a", expect=Completion(applied=("a",))),
+        _s(PS, "b", expect=StorePlan(("b",), (0,), ("a",), 0)),
+    )),
+    Scenario("reset-holds-slots", "a reset keeps a running copy's slot until it completes", 1, (
+        _s(PS, "a", expect=StorePlan(("a",), (0,), (), 0)),
+        _s(R, expect=1),
+        _s(L, "a", expect=MISS),
+        _s(PS, "b", expect=StoreRejected(needed=1, available=0)),
+        _s(CS, "a", epoch=0, expect=Completion(released=("a",))),
+        _s(PS, "b", expect=StorePlan(("b",), (0,), (), 1)),
+    )),
+    Scenario("stale-completion", "the reset-safe form ignores a pre-reset completion", 2, (
+        _s(PS, "a", expect=StorePlan(("a",), (0,), (), 0)),
+        _s(R, expect=1),
+        _s(PS, "a", expect=StorePlan(("a",), (1,), (), 1)),
+        _s(CS, "a", epoch=0, expect=Completion(released=("a",))),
+        _s(L, "a", expect=PENDING),
+        _s(CS, "a", epoch=1, expect=Completion(applied=("a",))),
+        _s(L, "a", expect=HIT),
+    )),
+    Scenario("stale-completion-vllm-form", "without job identity a stale completion marks "
+             "the re-allocated block READY: why vLLM relies on no-stale-completions", 2, (
+        _s(PS, "a", expect=StorePlan(("a",), (0,), (), 0)),
+        _s(R, expect=1),
+        _s(PS, "a", expect=StorePlan(("a",), (1,), (), 1)),
+        _s(CS, "a", origin=0, expect=Completion(applied=("a",))),
+        _s(L, "a", expect=HIT),
+    )),
+    Scenario("misuse", "misuse raises a typed error and changes nothing", 2, (
+        _s(PL, "a", expect=NotReadable),
+        _s(PS, "a", expect=StorePlan(("a",), (0,), (), 0)),
+        _s(PL, "a", expect=NotReadable),
+        _s(CL, "a", expect=UnmatchedCompleteLoad),
+        _s(L, "a", expect=PENDING),
+    )),
+    Scenario("events-replay", "stored and removed events replay to the READY set", 1, (
+        _s(PS, "a", expect=StorePlan(("a",), (0,), (), 0)),
+        _s(E, expect=Events()),
+        _s(CS, "a", expect=Completion(applied=("a",))),
+        _s(E, expect=Events(stored=frozenset("a"))),
+        _s(PS, "b", expect=StorePlan(("b",), (0,), ("a",), 0)),
+        _s(CS, "b", expect=Completion(applied=("b",))),
+        _s(E, expect=Events(stored=frozenset("b"), removed=frozenset("a"))),
+        _s(R, expect=1),
+        _s(E, expect=Events(removed=frozenset("b"))),
+    )),
+    Scenario("arc-ghost-hit", "ARC: a key found in ghost list b1 raises p and enters t2, "
+             "so the next victim comes from t2", 2, (
+        _s(PS, "a", "b", expect=StorePlan(("a", "b"), (0, 1), (), 0)),
+        _s(CS, "a", "b", expect=Completion(applied=("a", "b"))),
+        _s(T, "a", expect=None),
+        _s(PS, "c", expect=StorePlan(("c",), (1,), ("b",), 0)),
+        _s(CS, "c", expect=Completion(applied=("c",))),
+        _s(PS, "b", expect=StorePlan(("b",), (0,), ("a",), 0)),
+        _s(CS, "b", expect=Completion(applied=("b",))),
+        _s(PS, "d", expect=StorePlan(("d",), (0,), ("b",), 0)),
+    ), policy=Policy.ARC),
+)

@@ -1,0 +1,55 @@
+"""The words of the spec: block keys, lifecycle phases, lookup results, policies.
+
+These are the only names an implementation may share with the spec (together with
+the error classes in :mod:`kvoffload.spec.errors`): sharing vocabulary keeps reports
+readable, while the transitions and invariants stay the spec's alone.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Hashable, Iterable
+from typing import TypeAlias
+
+Key: TypeAlias = Hashable
+"""An opaque block key: the spec only hashes keys and compares them for equality."""
+
+
+class Phase(enum.Enum):
+    """Where one key is in its lifecycle: ABSENT -> STORING -> READY -> ABSENT."""
+
+    ABSENT = "absent"
+    STORING = "storing"
+    READY = "ready"
+
+
+class LookupResult(enum.Enum):
+    """The tri-state answer to "is this block offloaded?"."""
+
+    MISS = "miss"
+    """Absent: the scheduler may compute (and later store) the block."""
+    PENDING = "pending"
+    """Its store is still being written: ask again later, do not recompute or re-store."""
+    HIT = "hit"
+    """Ready: the block may be loaded."""
+
+
+class Policy(enum.Enum):
+    """The eviction policies the spec models exactly."""
+
+    LRU = "lru"
+    ARC = "arc"
+
+
+class CopyKind(enum.Enum):
+    """What a running copy does to its offloaded slot."""
+
+    STORE = "store"
+    """Device to host: writes the slot."""
+    LOAD = "load"
+    """Host to device: reads the slot."""
+
+
+def unique(keys: Iterable[Key]) -> tuple[Key, ...]:
+    """The keys of one call without repeats, first occurrence wins (decision D2)."""
+    return tuple(dict.fromkeys(keys))
