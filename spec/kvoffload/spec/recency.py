@@ -89,7 +89,9 @@ class ArcLists:
     ``p`` by ``max(1, |b1| // |b2|)``; after the evictions such a key enters ``t2``, any
     other new key ``t1``. A ``touch`` of a
     READY key moves it to the most-recent end of ``t2`` (a STORING key in ``t1`` stays in
-    ``t1``, moved to its most-recent end). The victim is the least recent evictable key
+    ``t1``, moved to its most-recent end). As under LRU, a block that becomes evictable
+    (its store completes, its last reader leaves) moves to the most-recent end of the
+    list that holds it, in call order. The victim is the least recent evictable key
     of ``t1`` when ``|t1| > p``, else of ``t2``; when the preferred list has no candidate
     the other one gives it, so ARC rejects a store only when nothing at all is evictable.
     After an insertion the ghosts are trimmed, oldest first, to ``|t1| + |b1| <= c`` and
@@ -131,7 +133,13 @@ class ArcLists:
         return replace(self, b1=b1, b2=b2)
 
     def evictable(self, keys: tuple[Key, ...]) -> ArcLists:
-        return self
+        arc = self
+        for key in keys:
+            if key in arc.t1:
+                arc = replace(arc, t1=(*_without(arc.t1, key), key))
+            else:
+                arc = replace(arc, t2=(*_without(arc.t2, key), key))
+        return arc
 
     def pinned(self, key: Key) -> ArcLists:
         return self
