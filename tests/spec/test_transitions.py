@@ -201,7 +201,7 @@ def test_prepare_store_accepts_a_callers_allowed_choices() -> None:
     (["d"], None),        # not evictable: named in the call
     (["a", "b"], None),   # more than needed
     ([], None),           # fewer than needed
-    (None, [0]),          # slot still in use
+    (None, [1]),          # slot still in use (the exact victim a frees slot 0)
     (None, [7]),          # out of range
 ])
 def test_prepare_store_refuses_choices_outside_the_rules(
