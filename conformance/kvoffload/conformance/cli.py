@@ -27,6 +27,7 @@ def _demo(args: argparse.Namespace) -> int:
               f"(capacity {scenario.capacity}, {scenario.policy.value})")
         state = initial_state(scenario.capacity, scenario.policy)
         for step in scenario.steps:
+            output: object
             try:
                 state, output = apply(state, step.call)
             except MisuseError as error:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from .errors import ChoiceNotAllowed, NotReadable, UnknownEpoch, UnmatchedCompleteLoad
+from .invariants import broken_invariants  # noqa: F401 - named by the contracts
 from .outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
 from .state import Block, CacheState, Orphan
 from .vocabulary import CopyKind, Key, LookupResult, Phase, unique
@@ -23,6 +24,7 @@ _LOOKUP = {Phase.ABSENT: LookupResult.MISS, Phase.STORING: LookupResult.PENDING,
 def lookup(state: CacheState, key: Key) -> tuple[CacheState, LookupResult]:
     """MISS iff absent, PENDING iff STORING, HIT iff READY; never changes the state (D1).
 
+    pre: not broken_invariants(state)
     post: __return__[0] is state
     """
     return state, _LOOKUP[state.phase(key)]
@@ -31,6 +33,9 @@ def lookup(state: CacheState, key: Key) -> tuple[CacheState, LookupResult]:
 def prepare_load(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, LoadPlan]:
     """Pin READY blocks for reading: one more reader each; say where they are (D6).
 
+    pre: not broken_invariants(state)
+    post: all(__return__[0].table[k].readers >= 1 for k in __return__[1].keys)
+    post: __return__[0].epoch == state.epoch
     raises: NotReadable
     """
     keys = unique(keys)
@@ -55,6 +60,9 @@ def complete_load(
     ``epoch=None`` is vLLM's form (the current epoch, else the oldest load a reset left
     running); the reset-safe form names the epoch of ``prepare_load`` (D7).
 
+    pre: not broken_invariants(state)
+    post: __return__[0].keys_in(Phase.READY) == state.keys_in(Phase.READY)
+    post: len(__return__[0].orphans) <= len(state.orphans)
     raises: UnknownEpoch, UnmatchedCompleteLoad
     """
     keys = unique(keys)
@@ -74,7 +82,11 @@ def complete_load(
 
 
 def touch(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, None]:
-    """Mark keys as used for the eviction order; absent keys are ignored (D10)."""
+    """Mark keys as used for the eviction order; absent keys are ignored (D10).
+
+    pre: not broken_invariants(state)
+    post: __return__[0].blocks == state.blocks
+    """
     ready = state.keys_in(Phase.READY)
     return replace(state, recency=state.recency.touched(unique(keys), ready)), None
 
@@ -92,7 +104,10 @@ def prepare_store(
     and ``slots`` are a caller's choices to check (any allowed victim, any free slot);
     left out, the policy's exact victims and the lowest free slots are taken.
 
+    pre: not broken_invariants(state)
     post: __return__[0] == state or isinstance(__return__[1], StorePlan)
+    post: not isinstance(__return__[1], StorePlan) or all(__return__[0].phase(k) is Phase.STORING for k in __return__[1].keys)
+    post: not isinstance(__return__[1], StorePlan) or all(state.phase(k) is Phase.READY for k in __return__[1].evicted)
     raises: ChoiceNotAllowed
     """
     keys = unique(keys)
@@ -125,6 +140,9 @@ def complete_store(
     The reset-safe form names the epoch of ``prepare_store``, so a stale completion only
     releases its old slot (D7).
 
+    pre: not broken_invariants(state)
+    post: not any(__return__[0].phase(k) is Phase.STORING for k in __return__[1].applied)
+    post: __return__[0].used_slots() <= state.used_slots()
     raises: UnknownEpoch
     """
     keys = unique(keys)
@@ -154,6 +172,10 @@ def reset_cache(state: CacheState) -> tuple[CacheState, int]:
 
     Copies still running keep their slots as orphans until their completions arrive,
     so no new store is given a slot that a running copy still reads or writes.
+
+    pre: not broken_invariants(state)
+    post: not __return__[0].blocks and __return__[1] == state.epoch + 1
+    post: __return__[0].used_slots() <= state.used_slots()
     """
     running = frozenset(_orphan_of(b, state.epoch) for b in state.blocks
                         if b.phase is Phase.STORING or b.readers)
@@ -163,7 +185,12 @@ def reset_cache(state: CacheState) -> tuple[CacheState, int]:
 
 
 def take_events(state: CacheState) -> tuple[CacheState, Events]:
-    """Deliver what changed in the READY set since the last call (D8)."""
+    """Deliver what changed in the READY set since the last call (D8).
+
+    pre: not broken_invariants(state)
+    post: __return__[0].announced == state.keys_in(Phase.READY)
+    post: (state.announced | __return__[1].stored) - __return__[1].removed == state.keys_in(Phase.READY)
+    """
     ready = state.keys_in(Phase.READY)
     events = Events(stored=ready - state.announced, removed=state.announced - ready)
     return replace(state, announced=ready), events
