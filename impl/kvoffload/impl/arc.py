@@ -1,0 +1,204 @@
+"""ARC eviction (Megiddo and Modha), adapted to blocks that cannot always be evicted.
+
+The model (``docs/spec.md``): ``t1`` holds live keys used once, ``t2`` live keys used
+again, each least recent first; ``b1`` / ``b2`` are ghosts of keys evicted from them;
+``p`` is the target size of ``t1``. A new key found in ``b1`` raises ``p`` by
+``max(1, |b2| // |b1|)``, found in ``b2`` lowers it by ``max(1, |b1| // |b2|)``, all before
+the call's evictions; after them such a key enters ``t2``, any other new key ``t1``,
+and the ghosts are trimmed, oldest first, to ``|t1| + |b1| <= c`` and
+``|t1| + |t2| + |b1| + |b2| <= 2c`` after each insertion. A ``touch`` moves a READY key
+to the most-recent end of ``t2``; a block that becomes evictable moves to the
+most-recent end of its list. The victim is the least recent evictable key of ``t1``
+when ``|t1| > p``, else of ``t2``, falling back to the other list.
+
+How it is kept in O(1) per key: a list's victims are always its least recent
+*evictable* keys, and every event that moves a key within or between lists either
+concerns an evictable key (moved in the evictable order too) or a non-evictable one
+(which reaches the most-recent end of its list again when it becomes evictable). So
+each list is kept as its size plus an ``OrderedDict`` of its evictable keys in list
+order: never a walk past a pinned or in-flight block.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Collection, Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from kvoffload.spec.errors import InvariantViolation
+from kvoffload.spec.vocabulary import Key
+
+_NOTHING = object()
+
+
+@dataclass(frozen=True)
+class ArcView:
+    """What :meth:`ArcEviction.view` shows: the evictable order of each list, the
+    list sizes (evictable or not), the ghosts (least recent first) and ``p``."""
+
+    t1_evictable: tuple[Key, ...]
+    t2_evictable: tuple[Key, ...]
+    t1_size: int
+    t2_size: int
+    b1: tuple[Key, ...]
+    b2: tuple[Key, ...]
+    p: int
+
+
+class ArcEviction:
+    """ARC's four lists and target ``p`` for a tier of ``capacity`` slots."""
+
+    __slots__ = ("b1", "b2", "capacity", "home", "p", "t1", "t1_size", "t2", "t2_size")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.p = 0
+        self.t1: OrderedDict[Key, None] = OrderedDict()
+        """The evictable keys of t1, in t1's order."""
+        self.t2: OrderedDict[Key, None] = OrderedDict()
+        """The evictable keys of t2, in t2's order."""
+        self.t1_size = 0
+        self.t2_size = 0
+        self.b1: OrderedDict[Key, None] = OrderedDict()
+        self.b2: OrderedDict[Key, None] = OrderedDict()
+        self.home: dict[Key, OrderedDict[Key, None]] = {}
+        """Each live key's list, named by that list's evictable dict (t1 or t2)."""
+
+    def adapted(self, keys: Sequence[Key]) -> None:
+        b1, b2, p = self.b1, self.b2, self.p
+        for key in keys:
+            if key in b1:
+                p = min(self.capacity, p + max(1, len(b2) // len(b1)))
+            elif key in b2:
+                p = max(0, p - max(1, len(b1) // len(b2)))
+        self.p = p
+
+    def inserted(self, keys: Sequence[Key]) -> None:
+        b1, b2, home, t2 = self.b1, self.b2, self.home, self.t2
+        for key in keys:
+            if key in b1:
+                del b1[key]
+                home[key] = t2
+                self.t2_size += 1
+            elif key in b2:
+                del b2[key]
+                home[key] = t2
+                self.t2_size += 1
+            else:
+                home[key] = self.t1
+                self.t1_size += 1
+            self._trim()
+
+    def _trim(self) -> None:
+        b1, b2, capacity = self.b1, self.b2, self.capacity
+        while b1 and self.t1_size + len(b1) > capacity:
+            b1.popitem(last=False)
+        while (b1 or b2) and self.t1_size + self.t2_size + len(b1) + len(b2) > 2 * capacity:
+            (b2 if b2 else b1).popitem(last=False)
+
+    def evictable(self, keys: Iterable[Key]) -> None:
+        home = self.home
+        for key in keys:
+            home[key][key] = None
+
+    def pinned(self, keys: Iterable[Key]) -> None:
+        home = self.home
+        for key in keys:
+            del home[key][key]
+
+    def removed(self, keys: Iterable[Key]) -> None:
+        home, t1 = self.home, self.t1
+        for key in keys:
+            if home.pop(key) is t1:
+                self.t1_size -= 1
+            else:
+                self.t2_size -= 1
+
+    def touched(self, keys: Sequence[Key], ready: Container[Key]) -> None:
+        home, t1, t2 = self.home, self.t1, self.t2
+        for key in reversed(keys):
+            where = home.get(key)
+            # A STORING key moves to the most-recent end of its own list; it is not
+            # evictable, so no evictable order changes. Absent keys (ghosts too) are ignored.
+            if where is None or key not in ready:
+                continue
+            if where is t1:
+                home[key] = t2
+                self.t1_size -= 1
+                self.t2_size += 1
+                if key in t1:
+                    del t1[key]
+                    t2[key] = None
+            elif key in t2:
+                t2.move_to_end(key)
+
+    def evict(self, count: int, protected: Container[Key]) -> list[Key]:
+        t1, t2 = self.t1, self.t2
+        from_t1 = (k for k in t1 if k not in protected)
+        from_t2 = (k for k in t2 if k not in protected)
+        t1_size = self.t1_size
+        victims: list[tuple[Key, bool]] = []
+        for _ in range(count):
+            if t1_size > self.p:
+                key, in_t1 = next(from_t1, _NOTHING), True
+                if key is _NOTHING:
+                    key, in_t1 = next(from_t2, _NOTHING), False
+            else:
+                key, in_t1 = next(from_t2, _NOTHING), False
+                if key is _NOTHING:
+                    key, in_t1 = next(from_t1, _NOTHING), True
+            if key is _NOTHING:
+                raise InvariantViolation(
+                    "arc_lists_hold_live_blocks",
+                    f"asked for {count} victims, found only {len(victims)}")
+            t1_size -= in_t1
+            victims.append((key, in_t1))
+        home, b1, b2 = self.home, self.b1, self.b2
+        for key, in_t1 in victims:
+            del home[key]
+            if in_t1:
+                del t1[key]
+                b1[key] = None
+            else:
+                del t2[key]
+                b2[key] = None
+        self.t2_size -= count - (self.t1_size - t1_size)
+        self.t1_size = t1_size
+        return [key for key, _ in victims]
+
+    def cleared(self) -> None:
+        self.p = 0
+        self.t1_size = self.t2_size = 0
+        for ordered in (self.t1, self.t2, self.b1, self.b2):
+            ordered.clear()
+        self.home.clear()
+
+    def evictable_keys(self) -> Collection[Key]:
+        return [*self.t1, *self.t2]
+
+    def view(self) -> ArcView:
+        return ArcView(tuple(self.t1), tuple(self.t2), self.t1_size, self.t2_size,
+                       tuple(self.b1), tuple(self.b2), self.p)
+
+    def check(self, live: Mapping[Key, object], evictable: Collection[Key]) -> None:
+        """Raise :class:`InvariantViolation` unless the lists agree with the lifecycle."""
+        c = self.capacity
+        problems = []
+        if set(self.home) != set(live):
+            problems.append("t1 and t2 do not hold exactly the live blocks")
+        if sum(1 for w in self.home.values() if w is self.t1) != self.t1_size:
+            problems.append("t1's size is wrong")
+        if len(self.home) != self.t1_size + self.t2_size:
+            problems.append("t2's size is wrong")
+        if set(self.t1) | set(self.t2) != set(evictable) or set(self.t1) & set(self.t2):
+            problems.append("the evictable orders do not hold exactly the evictable blocks")
+        if any(self.home.get(k) is not self.t1 for k in self.t1) or any(
+                self.home.get(k) is not self.t2 for k in self.t2):
+            problems.append("an evictable key sits in the other list's order")
+        if set(self.b1) & set(self.b2) or (set(self.b1) | set(self.b2)) & set(live):
+            problems.append("ghosts overlap each other or live blocks")
+        if not (0 <= self.p <= c and self.t1_size + len(self.b1) <= c
+                and self.t1_size + self.t2_size + len(self.b1) + len(self.b2) <= 2 * c):
+            problems.append("ARC's size bounds are broken")
+        if problems:
+            raise InvariantViolation("arc_lists_hold_live_blocks", "; ".join(problems))

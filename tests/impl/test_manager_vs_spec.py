@@ -1,0 +1,132 @@
+"""Random call sequences give the same outputs on ``OffloadManager`` as on the spec.
+
+A Hypothesis state machine drives the spec (through ``kvoffload.spec.calls.apply``)
+and the manager in lockstep, for LRU and ARC. The only freedom the spec allows, the
+choice of free slots, is handed from the manager to the spec; victims must be the
+spec's exact choice. Sequences include duplicate keys, failed stores, resets with
+copies in flight, both completion forms (with stale and unknown epochs) and misuse,
+which must raise the same error class on both sides and change nothing.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from manager_driver import run_call
+
+from kvoffload.impl import OffloadManager
+from kvoffload.spec import (
+    CacheState,
+    Call,
+    MisuseError,
+    Op,
+    Output,
+    Phase,
+    Policy,
+    StorePlan,
+    apply,
+    check_invariants,
+    initial_state,
+)
+
+KEYS = st.sampled_from("abcdef")
+CALL_KEYS = st.lists(KEYS, max_size=5)
+EPOCHS = st.one_of(st.none(), st.integers(min_value=-1, max_value=4))
+
+
+class Lockstep(RuleBasedStateMachine):
+    """The spec and the manager, driven by the same calls."""
+
+    spec: CacheState
+    manager: OffloadManager
+
+    @initialize(capacity=st.integers(min_value=1, max_value=4),
+                policy=st.sampled_from(Policy))
+    def start(self, capacity: int, policy: Policy) -> None:
+        self.spec = initial_state(capacity, policy)
+        self.manager = OffloadManager(capacity, policy=policy)
+
+    def step(self, call: Call) -> None:
+        """Run ``call`` on both; compare outputs, or errors and unchanged states."""
+        before = self.manager.view()
+        try:
+            got: Output | type[MisuseError] = run_call(self.manager, call)
+        except MisuseError as error:
+            got = type(error)
+            assert self.manager.view() == before, f"{call} raised {got} but changed the state"
+        slots = got.slots if isinstance(got, StorePlan) else None
+        try:
+            self.spec, want = apply(self.spec, call, slots=slots)
+        except MisuseError as error:
+            want = type(error)
+        assert got == want, f"{call}: manager gave {got!r}, spec gives {want!r}"
+
+    def keys_in(self, phase: Phase) -> list[str]:
+        return sorted(str(k) for k in self.spec.keys_in(phase))
+
+    @rule(key=KEYS)
+    def lookup(self, key: str) -> None:
+        self.step(Call(Op.LOOKUP, (key,)))
+
+    @rule(keys=CALL_KEYS)
+    def prepare_store(self, keys: list[str]) -> None:
+        self.step(Call(Op.PREPARE_STORE, tuple(keys)))
+
+    @rule(keys=CALL_KEYS, success=st.booleans(), epoch=EPOCHS)
+    def complete_store(self, keys: list[str], success: bool, epoch: int | None) -> None:
+        self.step(Call(Op.COMPLETE_STORE, tuple(keys), success=success, epoch=epoch))
+
+    @rule(data=st.data(), success=st.booleans(), epoch=EPOCHS)
+    def complete_storing_keys(self, data: st.DataObject, success: bool,
+                              epoch: int | None) -> None:
+        """Completions that mostly hit STORING keys, so blocks reach READY often."""
+        storing = self.keys_in(Phase.STORING)
+        keys = data.draw(st.lists(st.sampled_from(storing), max_size=4)) if storing else []
+        self.step(Call(Op.COMPLETE_STORE, tuple(keys), success=success, epoch=epoch))
+
+    @rule(keys=CALL_KEYS)
+    def prepare_load(self, keys: list[str]) -> None:
+        self.step(Call(Op.PREPARE_LOAD, tuple(keys)))
+
+    @rule(data=st.data())
+    def prepare_load_ready_keys(self, data: st.DataObject) -> None:
+        ready = self.keys_in(Phase.READY)
+        keys = data.draw(st.lists(st.sampled_from(ready), max_size=4)) if ready else []
+        self.step(Call(Op.PREPARE_LOAD, tuple(keys)))
+
+    @rule(keys=CALL_KEYS, epoch=EPOCHS)
+    def complete_load(self, keys: list[str], epoch: int | None) -> None:
+        self.step(Call(Op.COMPLETE_LOAD, tuple(keys), epoch=epoch))
+
+    @rule(data=st.data(), epoch=EPOCHS)
+    def complete_read_keys(self, data: st.DataObject, epoch: int | None) -> None:
+        read = sorted(str(b.key) for b in self.spec.blocks if b.readers)
+        orphans = sorted(str(o.key) for o in self.spec.orphans)
+        pool = read + orphans
+        keys = data.draw(st.lists(st.sampled_from(pool), max_size=3)) if pool else []
+        self.step(Call(Op.COMPLETE_LOAD, tuple(keys), epoch=epoch))
+
+    @rule(keys=CALL_KEYS)
+    def touch(self, keys: list[str]) -> None:
+        self.step(Call(Op.TOUCH, tuple(keys)))
+
+    @rule()
+    def reset_cache(self) -> None:
+        self.step(Call(Op.RESET_CACHE))
+
+    @rule()
+    def take_events(self) -> None:
+        self.step(Call(Op.TAKE_EVENTS))
+
+    @invariant()
+    def both_consistent(self) -> None:
+        if hasattr(self, "manager"):
+            self.manager.check()
+            check_invariants(self.spec)
+
+
+Lockstep.TestCase.settings = settings(
+    max_examples=250, stateful_step_count=40, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow])
+TestManagerMatchesSpec = Lockstep.TestCase
