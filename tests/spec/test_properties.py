@@ -1,0 +1,118 @@
+"""Hypothesis: random call sequences on the spec keep every invariant and the rules
+that span one call (purity of lookup, atomic rejection and misuse, event replay)."""
+
+from __future__ import annotations
+
+import contextlib
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvoffload.spec import (
+    COMPLETIONS,
+    CacheState,
+    Call,
+    CopyKind,
+    Events,
+    MisuseError,
+    Op,
+    Phase,
+    Policy,
+    StorePlan,
+    StoreRejected,
+    apply,
+    check_invariants,
+    initial_state,
+)
+
+KEYS = st.sampled_from("abcde")
+
+
+@st.composite
+def calls(draw: st.DrawFn) -> Call:
+    op = draw(st.sampled_from(list(Op)))
+    if op is Op.LOOKUP:
+        return Call(op, (draw(KEYS),))
+    keys = tuple(draw(st.lists(KEYS, max_size=4)))
+    if op in COMPLETIONS:
+        epoch = draw(st.none() | st.integers(0, 3))
+        return Call(op, keys, success=draw(st.booleans()), epoch=epoch)
+    return Call(op, keys)
+
+
+def step(state: CacheState, call: Call, random_victims: st.DataObject | None) -> CacheState:
+    victims = None
+    if random_victims is not None and call.op is Op.PREPARE_STORE:
+        new = [k for k in dict.fromkeys(call.keys) if state.phase(k) is Phase.ABSENT]
+        need = len(new) - len(state.free_slots())
+        candidates = sorted(map(str, state.evictable() - set(call.keys)))
+        if 0 < need <= len(candidates):
+            victims = random_victims.draw(st.permutations(candidates))[:need]
+    try:
+        after, output = apply(state, call, victims=victims)
+    except MisuseError:
+        return state  # frozen states: a rejected call cannot have changed anything
+    check_invariants(after)
+    if call.op is Op.LOOKUP:
+        assert after is state
+    if isinstance(output, StoreRejected):
+        assert after == state
+    if isinstance(output, StorePlan):
+        assert set(output.slots) <= set(state.free_slots()) | {
+            state.table[k].slot for k in output.evicted}
+        assert set(output.evicted) <= state.evictable() - set(call.keys)
+    return after
+
+
+@settings(max_examples=300, deadline=None)
+@given(policy=st.sampled_from(list(Policy)), capacity=st.integers(1, 4),
+       sequence=st.lists(calls(), max_size=40), data=st.data(), pick=st.booleans())
+def test_random_sequences_keep_every_invariant(
+    policy: Policy, capacity: int, sequence: list[Call], data: st.DataObject, pick: bool
+) -> None:
+    state = initial_state(capacity, policy)
+    for call in sequence:
+        state = step(state, call, data if pick else None)
+        if call.op is Op.TAKE_EVENTS:
+            _, events = apply(state, Call(Op.TAKE_EVENTS))
+            assert events == Events()  # just taken: nothing new
+
+
+@settings(max_examples=200, deadline=None)
+@given(capacity=st.integers(1, 3), sequence=st.lists(calls(), max_size=30))
+def test_events_replay_to_the_ready_set(capacity: int, sequence: list[Call]) -> None:
+    state = initial_state(capacity)
+    subscriber: set[object] = set()
+    for call in [*sequence, Call(Op.TAKE_EVENTS)]:
+        try:
+            state, output = apply(state, call)
+        except MisuseError:
+            continue
+        if isinstance(output, Events):
+            assert not output.stored & output.removed
+            subscriber = (subscriber - output.removed) | output.stored
+            assert subscriber == state.keys_in(Phase.READY)
+
+
+@settings(max_examples=200, deadline=None)
+@given(capacity=st.integers(1, 3), sequence=st.lists(calls(), max_size=30))
+def test_draining_every_copy_reaches_a_leak_free_quiescent_state(
+    capacity: int, sequence: list[Call]
+) -> None:
+    """Liveness (D9): deliver every outstanding completion; nothing stays held."""
+    state = initial_state(capacity)
+    for call in sequence:
+        with contextlib.suppress(MisuseError):
+            state, _ = apply(state, call)
+    for block in state.blocks:
+        if block.phase is Phase.STORING:
+            state, _ = apply(state, Call(Op.COMPLETE_STORE, (block.key,)))
+        for _ in range(block.readers):
+            state, _ = apply(state, Call(Op.COMPLETE_LOAD, (block.key,)))
+    for orphan in state.orphans:
+        op = Op.COMPLETE_STORE if orphan.kind is CopyKind.STORE else Op.COMPLETE_LOAD
+        for _ in range(orphan.count):
+            state, _ = apply(state, Call(op, (orphan.key,), epoch=orphan.epoch))
+    check_invariants(state)
+    assert not state.in_flight()
+    assert len(state.free_slots()) + len(state.evictable()) == state.capacity
