@@ -16,8 +16,10 @@ def readme_commands() -> list[str]:
 
 def test_readme_opens_with_the_two_fresh_machine_commands() -> None:
     main_job, tests = readme_commands()[:2]
-    assert main_job.startswith("pip install -e .") and "kvoffload" in main_job.split("&&")[1]
-    assert tests.startswith("pip install -e '.[test]'") and "pytest" in tests
+    assert main_job.startswith("pip install -e .")
+    assert "kvoffload" in main_job.split("&&")[1]
+    assert tests.startswith("pip install -e '.[test]'")
+    assert "pytest" in tests
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
