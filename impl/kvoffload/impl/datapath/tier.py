@@ -28,6 +28,7 @@ from kvoffload.spec.vocabulary import CopyKind, Key, LookupResult, Policy
 from ..manager import OffloadManager
 from .engine import TransferEngine
 from .errors import BadBlockIds, BusyBlock
+from .jobs import JobResult
 from .layout import layout_of
 from .pool import HostBlockPool
 
@@ -162,17 +163,8 @@ class OffloadTier:
 
     def poll(self) -> list[Finished]:
         """Tell the manager about every job that has ended since the last poll."""
-        finished: list[Finished] = []
-        for result in self.engine.poll():
-            ticket = self._tickets.pop(result.job_id)
-            if isinstance(ticket, StoreTicket):
-                completion = self.manager.complete_store(ticket.keys, success=result.success,
-                                                         epoch=ticket.epoch)
-            else:
-                completion = self.manager.complete_load(tuple(dict.fromkeys(ticket.keys)),
-                                                        epoch=ticket.epoch)
-            finished.append(Finished(ticket, result.success, completion, result.error))
-        return finished
+        return [self._finish(self._tickets.pop(result.job_id), result)
+                for result in self.engine.poll()]
 
     def drain(self, timeout: float | None = None) -> list[Finished]:
         """Wait for the engine's jobs to end (as far as it can wait), then :meth:`poll`."""
@@ -190,6 +182,16 @@ class OffloadTier:
 
     def close(self) -> None:
         self.engine.close()
+
+    def _finish(self, ticket: StoreTicket | LoadTicket, result: JobResult) -> Finished:
+        """Complete one ended job in the manager, in the epoch of the plan it was made for."""
+        if isinstance(ticket, StoreTicket):
+            completion = self.manager.complete_store(ticket.keys, success=result.success,
+                                                     epoch=ticket.epoch)
+        else:
+            completion = self.manager.complete_load(tuple(dict.fromkeys(ticket.keys)),
+                                                    epoch=ticket.epoch)
+        return Finished(ticket, result.success, completion, result.error)
 
 
 def open_tier(device_blocks: torch.Tensor, num_blocks: int, policy: str | Policy = "lru",

@@ -1,0 +1,103 @@
+"""The copy planner moves exactly the rows it is asked to, whichever way it picks."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from kvoffload.impl.datapath import BadBlockIds
+from kvoffload.impl.datapath.copyplan import POISON, BlockCopy, Way, check_pairs, runs
+from kvoffload.impl.datapath.rows import Rows
+
+
+def blocks(count: int, dtype: torch.dtype = torch.float16, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(-1000, 1000, (count, 2, 2, 3, 2, 4), generator=generator).to(dtype)
+
+
+def naive(src: torch.Tensor, src_ids: list[int], dst: torch.Tensor,
+          dst_ids: list[int]) -> torch.Tensor:
+    expected = dst.clone()
+    for s, d in zip(src_ids, dst_ids, strict=True):
+        expected[d] = src[s]
+    return expected
+
+
+def test_runs_merge_pairs_consecutive_on_both_sides_by_destination() -> None:
+    assert runs([4, 5, 6, 9], [0, 1, 2, 3]) == [(4, 0, 3), (9, 3, 1)]
+    assert runs([7, 2, 3], [5, 0, 1]) == [(2, 0, 2), (7, 5, 1)]
+    assert runs([], []) == []
+
+
+@pytest.mark.parametrize(("src_ids", "dst_ids", "way"), [
+    ([3, 4, 5], [0, 1, 2], Way.SLICE),
+    ([9], [4], Way.SLICE),
+    ([5, 1, 7], [2, 3, 4], Way.GATHER),
+    ([5, 1, 7], [4, 2, 3], Way.GATHER),
+    ([0, 1, 2], [7, 1, 4], Way.EACH),
+    ([2, 3, 9], [0, 1, 6], Way.EACH),
+])
+def test_the_way_a_copy_is_planned(src_ids: list[int], dst_ids: list[int], way: Way) -> None:
+    src, dst = blocks(10, seed=1), blocks(10, seed=2)
+    expected = naive(src, src_ids, dst, dst_ids)
+    copy = BlockCopy(Rows(src), src_ids, Rows(dst), dst_ids)
+    assert copy.way is way
+    assert copy.blocks == len(src_ids)
+    copy.run()
+    assert torch.equal(dst, expected)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.int8])
+def test_random_copies_match_a_block_by_block_copy(seed: int, dtype: torch.dtype) -> None:
+    rng = random.Random(seed)
+    for _ in range(40):
+        n_src, n_dst = rng.randint(1, 24), rng.randint(1, 24)
+        count = rng.randint(0, min(n_src, n_dst))
+        if rng.random() < 0.4:
+            s0, d0 = rng.randint(0, n_src - count), rng.randint(0, n_dst - count)
+            src_ids, dst_ids = list(range(s0, s0 + count)), list(range(d0, d0 + count))
+            if rng.random() < 0.5:
+                rng.shuffle(src_ids)
+        else:
+            src_ids = [rng.randrange(n_src) for _ in range(count)]  # sources may repeat
+            dst_ids = rng.sample(range(n_dst), count)
+        src, dst = blocks(n_src, dtype, seed), blocks(n_dst, dtype, seed + 100)
+        expected = naive(src, src_ids, dst, dst_ids)
+        check_pairs(Rows(src), src_ids, Rows(dst), dst_ids)
+        BlockCopy(Rows(src), src_ids, Rows(dst), dst_ids).run()
+        assert torch.equal(dst, expected), (src_ids, dst_ids)
+
+
+def test_poison_overwrites_only_the_destination_blocks() -> None:
+    src, dst = blocks(4, seed=3), blocks(6, seed=4)
+    before = dst.clone()
+    copy = BlockCopy(Rows(src), [0, 2], Rows(dst), [5, 1])
+    copy.poison()
+    rows = Rows(dst).tensor
+    assert bool((rows[[1, 5]] == POISON).all())
+    assert torch.equal(dst[[0, 2, 3, 4]], before[[0, 2, 3, 4]])
+
+
+def test_a_torn_copy_keeps_the_first_half_and_poisons_the_rest() -> None:
+    src, dst = blocks(4, seed=5), blocks(4, seed=6)
+    copy = BlockCopy(Rows(src), [3], Rows(dst), [0])
+    copy.run()
+    copy.poison(torn=True)
+    rows, width = Rows(dst).tensor, Rows(dst).tensor.shape[1]
+    assert torch.equal(rows[0, : width // 2], Rows(src).tensor[3, : width // 2])
+    assert bool((rows[0, width // 2:] == POISON).all())
+
+
+@pytest.mark.parametrize(("src_ids", "dst_ids", "match"), [
+    ([0, 1], [0], "one to one"),
+    ([0, 9], [0, 1], "source blocks"),
+    ([0, 1], [0, -1], "destination blocks"),
+    ([0, 1], [2, 2], "once"),
+    ([True], [0], "source blocks"),
+])
+def test_bad_ids_are_refused(src_ids: list[int], dst_ids: list[int], match: str) -> None:
+    with pytest.raises(BadBlockIds, match=match):
+        check_pairs(Rows(blocks(4)), src_ids, Rows(blocks(4)), dst_ids)
