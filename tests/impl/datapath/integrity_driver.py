@@ -345,7 +345,7 @@ class IntegrityDriver:
             self.counts.loads_verified += 1
 
     def _verify(self, row: torch.Tensor, key: str, version: int, what: str) -> None:
-        expected = self.pattern(key, version)
+        expected = self.pattern(key, version).to(row.device)
         if not torch.equal(row, expected):
             differ = int((row != expected).sum())
             raise AssertionError(f"{what} of {key!r} differs from version {version} in "

@@ -56,6 +56,9 @@ def check_pairs(src: Rows, src_ids: Sequence[int], dst: Rows, dst_ids: Sequence[
 def runs(src_ids: Sequence[int], dst_ids: Sequence[int]) -> list[tuple[int, int, int]]:
     """``(src_start, dst_start, length)`` runs, by destination, merged where both sides
     are consecutive."""
+    count = len(dst_ids)
+    if count and _is_range(src_ids) and _is_range(dst_ids):
+        return [(src_ids[0], dst_ids[0], count)]  # the common case, checked at C speed
     pairs = list(zip(src_ids, dst_ids, strict=True))
     if any(pairs[i][1] > pairs[i + 1][1] for i in range(len(pairs) - 1)):
         pairs.sort(key=lambda pair: pair[1])
@@ -127,6 +130,12 @@ class BlockCopy:
             if torn:
                 target = target[:, target.shape[1] // 2:]
             target.fill_(poison)
+
+
+def _is_range(ids: Sequence[int]) -> bool:
+    """Are ``ids`` consecutive and increasing?"""
+    first = ids[0]
+    return ids[-1] - first == len(ids) - 1 and list(ids) == list(range(first, first + len(ids)))
 
 
 def _one_range(merged: list[tuple[int, int, int]]) -> bool:

@@ -1,0 +1,259 @@
+"""Host copy throughput of the data path, as a ratio to a 1 GiB torch copy in the same run.
+
+For 64 KiB, 512 KiB and 2 MiB blocks in batches of 1, 16 and 256, stores (device
+tensor -> host pool) and loads (back), with three slot patterns:
+
+* ``contiguous``: consecutive pool slots and consecutive device blocks;
+* ``scattered``: pool slots in random order (a fragmented pool), consecutive device
+  blocks;
+* ``both``: random on both sides.
+
+Two ways are timed per cell: ``copy`` plans and runs each batch's copy on the calling
+thread (what an engine's worker does per job: :class:`BlockCopy`), ``engine`` goes
+through a :class:`ThreadedEngine` (submit, the worker copies, wait, poll), so its
+ratio includes validation, the guard and the hand-off between threads.
+
+Every timed round moves a region of at least 128 MiB per side and rounds alternate
+between two regions, so no round finds its data in the 32 MiB L3 cache left by the
+round before; the reference copy is cold for the same reason. Ratios are medians over
+rounds; the reference is the median of 1 GiB copies timed before and after the cells.
+One torch thread (on two cores the default two threads add milliseconds per op).
+
+    python benchmarks/bench_datapath.py [--rounds N] [--json FILE]
+
+Optionally, with CUDA: store and load through :class:`CudaEngine` in GB/s against a
+plain pinned copy of the same bytes (skipped without CUDA).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import partial
+
+import torch
+
+from kvoffload.impl.datapath import BlockLayout, HostBlockPool, ThreadedEngine, TransferEngine
+from kvoffload.impl.datapath.copyplan import BlockCopy
+from kvoffload.impl.datapath.rows import Rows
+
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+LAYOUTS = {
+    64 * KIB: BlockLayout(layers=4, block_size=16, kv_heads=4, head_dim=64),
+    512 * KIB: BlockLayout(layers=32, block_size=16, kv_heads=4, head_dim=64),
+    2 * MIB: BlockLayout(layers=32, block_size=16, kv_heads=8, head_dim=128),
+}
+BATCHES = (1, 16, 256)
+PATTERNS = ("contiguous", "scattered", "both")
+DIRECTIONS = ("store", "load")
+REGION = 128 * MIB
+
+
+@dataclass
+class Cell:
+    block_kib: int
+    batch: int
+    direction: str
+    pattern: str
+    copy_ratio: float
+    engine_ratio: float
+
+
+def median_time(action: Callable[[], None], rounds: int) -> float:
+    action()  # warm-up: page faults, allocator, first-call costs
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def reference_times(rounds: int) -> list[float]:
+    """Seconds per 1 GiB torch copy (cold: two buffers of 1 GiB each)."""
+    src = torch.empty(GIB // 8, dtype=torch.int64).fill_(1)
+    dst = torch.empty_like(src).fill_(2)
+    dst.copy_(src)
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        dst.copy_(src)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def batches(rows: int, batch: int, pattern: str, side: str, seed: int) -> list[list[int]]:
+    """One region's ids, cut into batches: in order, or in a fixed random order."""
+    ids = list(range(rows))
+    if pattern == "both" or (pattern == "scattered" and side == "pool"):
+        random.Random(f"{seed}-{side}").shuffle(ids)
+    return [ids[i:i + batch] for i in range(0, rows - rows % batch, batch)]
+
+
+def measure_block_size(nbytes: int, rounds: int) -> list[Cell]:
+    layout = LAYOUTS[nbytes]
+    region_rows = max(REGION, 256 * nbytes) // nbytes
+    pool = HostBlockPool(2 * region_rows, layout, pin=False)
+    device = torch.empty((2 * region_rows, *layout.shape), dtype=layout.dtype)
+    pool.rows.tensor.fill_(3)
+    Rows(device).tensor.fill_(4)
+    device_rows = Rows(device)
+    engine = ThreadedEngine(pool, device)
+    cells = []
+    try:
+        for batch in BATCHES:
+            for pattern in PATTERNS:
+                plan = {side: batches(region_rows, batch, pattern, side, nbytes)
+                        for side in ("pool", "device")}
+                moved = len(plan["pool"]) * batch * nbytes
+                for direction in DIRECTIONS:
+                    copy = partial(_copy, direction, pool.rows, device_rows)
+                    through = partial(_through_engine, engine, direction)
+                    copy_s = median_time(_rounds(copy, plan, region_rows), rounds)
+                    engine_s = median_time(_rounds(through, plan, region_rows), rounds)
+                    cells.append(Cell(nbytes // KIB, batch, direction, pattern,
+                                      moved / copy_s, moved / engine_s))
+    finally:
+        engine.close()
+    return cells
+
+
+def _rounds(move: Callable[[list[int], list[int]], None], plan: dict[str, list[list[int]]],
+            region_rows: int) -> Callable[[], None]:
+    """One timed round: every batch of the plan, in the other region than the last round.
+
+    The ids of both regions are computed here, once, so a round times only the moves.
+    """
+    shifted = [[([r * region_rows + i for i in p], [r * region_rows + i for i in d])
+                for p, d in zip(plan["pool"], plan["device"], strict=True)] for r in (0, 1)]
+    state = {"region": 0}
+
+    def one_round() -> None:
+        region = state["region"]
+        state["region"] ^= 1
+        for pool_ids, device_ids in shifted[region]:
+            move(pool_ids, device_ids)
+
+    return one_round
+
+
+def _copy(direction: str, pool: Rows, device: Rows, pool_ids: list[int],
+          device_ids: list[int]) -> None:
+    if direction == "store":
+        BlockCopy(device, device_ids, pool, pool_ids).run()
+    else:
+        BlockCopy(pool, pool_ids, device, device_ids).run()
+
+
+def _through_engine(engine: ThreadedEngine, direction: str, pool_ids: list[int],
+                    device_ids: list[int]) -> None:
+    if direction == "store":
+        engine.submit_store(device_ids, pool_ids)
+    else:
+        engine.submit_load(pool_ids, device_ids)
+    engine.wait()
+    (result,) = engine.poll()
+    if not result.success:
+        raise RuntimeError(f"a benchmark copy failed: {result.error}")
+
+
+def cuda_cells(rounds: int) -> list[dict[str, object]]:
+    """GB/s of CudaEngine stores and loads against a plain pinned copy of the same bytes."""
+    from kvoffload.impl.datapath.cuda import CudaEngine
+
+    out: list[dict[str, object]] = []
+    for nbytes, layout in LAYOUTS.items():
+        for batch in (16, 256):
+            pool = HostBlockPool(2 * batch, layout, pin=True)
+            device = torch.zeros((2 * batch, *layout.shape), dtype=layout.dtype, device="cuda")
+            engine = CudaEngine(pool, device)
+            rng = random.Random(nbytes + batch)
+            ids = (rng.sample(range(2 * batch), batch), rng.sample(range(2 * batch), batch))
+            flat = (pool.rows.tensor[:batch], Rows(device).tensor[:batch])
+            for direction in DIRECTIONS:
+                engine_s = median_time(partial(_cuda_engine_copy, engine, direction, *ids),
+                                       rounds)
+                plain_s = median_time(partial(_cuda_plain_copy, direction, *flat), rounds)
+                moved = batch * nbytes
+                out.append({"block_kib": nbytes // KIB, "batch": batch, "direction": direction,
+                            "engine_gbps": moved / engine_s / 1e9,
+                            "pinned_gbps": moved / plain_s / 1e9,
+                            "ratio": plain_s / engine_s})
+            engine.close()
+    return out
+
+
+def _cuda_engine_copy(engine: TransferEngine, direction: str, slots: list[int],
+                      blocks: list[int]) -> None:
+    if direction == "store":
+        engine.submit_store(blocks, slots)
+    else:
+        engine.submit_load(slots, blocks)
+    engine.wait()
+    engine.poll()
+
+
+def _cuda_plain_copy(direction: str, host: torch.Tensor, device: torch.Tensor) -> None:
+    if direction == "store":
+        host.copy_(device, non_blocking=True)
+    else:
+        device.copy_(host, non_blocking=True)
+    torch.cuda.synchronize()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7, help="timed rounds per cell")
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    load_before = os.getloadavg()
+    before = reference_times(args.rounds)
+    cells = [c for nbytes in LAYOUTS for c in measure_block_size(nbytes, args.rounds)]
+    after = reference_times(args.rounds)
+    load_after = os.getloadavg()
+    reference = GIB / statistics.median(before + after)
+    for cell in cells:
+        cell.copy_ratio /= reference
+        cell.engine_ratio /= reference
+    print(f"# bench_datapath: {' '.join(sys.argv)}")
+    print(f"# torch {torch.__version__}, threads {torch.get_num_threads()}, python "
+          f"{platform.python_version()}, {os.cpu_count()} cpus, rounds {args.rounds}")
+    print(f"# load average before {load_before[0]:.2f} {load_before[1]:.2f}, after "
+          f"{load_after[0]:.2f} {load_after[1]:.2f}")
+    print(f"# 1 GiB torch copy: {reference / 1e9:.2f} GB/s (median; before "
+          f"{GIB / statistics.median(before) / 1e9:.2f}, after "
+          f"{GIB / statistics.median(after) / 1e9:.2f})")
+    print("| block | batch | direction | pattern | copy | engine |")
+    print("| ---: | ---: | --- | --- | ---: | ---: |")
+    for cell in cells:
+        print(f"| {cell.block_kib} KiB | {cell.batch} | {cell.direction} | {cell.pattern} | "
+              f"{cell.copy_ratio:.2f} | {cell.engine_ratio:.2f} |")
+    cuda: list[dict[str, object]] = []
+    if torch.cuda.is_available():
+        cuda = cuda_cells(args.rounds)
+        print("| block | batch | direction | CudaEngine GB/s | pinned copy GB/s | ratio |")
+        print("| ---: | ---: | --- | ---: | ---: | ---: |")
+        for row in cuda:
+            print(f"| {row['block_kib']} KiB | {row['batch']} | {row['direction']} | "
+                  f"{row['engine_gbps']:.1f} | {row['pinned_gbps']:.1f} | {row['ratio']:.2f} |")
+    else:
+        print("# CUDA variant skipped: no CUDA device")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"reference_gbps": reference / 1e9, "load_before": load_before,
+                       "load_after": load_after, "cells": [asdict(c) for c in cells],
+                       "cuda": cuda}, out, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
