@@ -36,8 +36,10 @@ def test_runs_merge_pairs_consecutive_on_both_sides_by_destination() -> None:
     ([9], [4], Way.SLICE),
     ([5, 1, 7], [2, 3, 4], Way.GATHER),
     ([5, 1, 7], [4, 2, 3], Way.GATHER),
-    ([0, 1, 2], [7, 1, 4], Way.EACH),
+    ([0, 1, 2], [7, 1, 4], Way.SCATTER),
+    ([4, 2, 3], [9, 0, 5], Way.SCATTER),
     ([2, 3, 9], [0, 1, 6], Way.EACH),
+    ([3, 3], [0, 6], Way.EACH),
 ])
 def test_the_way_a_copy_is_planned(src_ids: list[int], dst_ids: list[int], way: Way) -> None:
     src, dst = blocks(10, seed=1), blocks(10, seed=2)
@@ -69,6 +71,26 @@ def test_random_copies_match_a_block_by_block_copy(seed: int, dtype: torch.dtype
         check_pairs(Rows(src), src_ids, Rows(dst), dst_ids)
         BlockCopy(Rows(src), src_ids, Rows(dst), dst_ids).run()
         assert torch.equal(dst, expected), (src_ids, dst_ids)
+
+
+@pytest.mark.parametrize("way", [Way.SLICE, Way.GATHER, Way.SCATTER, Way.EACH])
+def test_every_way_moves_any_bit_pattern_unchanged(way: Way) -> None:
+    # SCATTER reinterprets rows as complex128: NaN payloads (signalling ones too) and
+    # every other bit pattern must come through exactly.
+    ids = {Way.SLICE: ([0, 1], [2, 3]), Way.GATHER: ([3, 0], [1, 2]),
+           Way.SCATTER: ([0, 1], [3, 1]), Way.EACH: ([3, 0], [0, 2])}[way]
+    src = torch.empty((4, 2, 2, 4, 2, 8), dtype=torch.float16)
+    words = Rows(src).tensor
+    seeded = torch.Generator().manual_seed(1)
+    words.copy_(torch.randint(-(2**62), 2**62, words.shape, generator=seeded))
+    words[:, 0] = 0x7FF0000000000001  # a signalling NaN as float64
+    words[:, 1] = -0x0008000000000001  # a negative quiet NaN with a payload
+    dst = torch.zeros_like(src)
+    copy = BlockCopy(Rows(src), ids[0], Rows(dst), ids[1])
+    assert copy.way is way
+    copy.run()
+    for s, d in zip(*ids, strict=True):
+        assert torch.equal(Rows(dst).tensor[d], words[s])
 
 
 def test_poison_overwrites_only_the_destination_blocks() -> None:

@@ -9,6 +9,9 @@ of looping in Python (measured on this kind of machine, ``DESIGN.md``):
 * ``slice``: one run: a single ``copy_`` of a contiguous range;
 * ``gather``: the destination is one contiguous range and the sources are scattered:
   ``index_select`` straight into it (0.96-1.0 of a large copy);
+* ``scatter``: the sources are one contiguous range and the destinations are
+  scattered: ``index_copy_`` from it, over 16-byte elements (``index_copy_`` moves
+  one element at a time, so the widest element type halves its work);
 * ``each``: anything else: one ``copy_`` per run, issued by ``torch._foreach_copy_``
   where both sides are on one device (a C++ loop over views built once), else by a
   Python loop of non-blocking copies (host <-> CUDA, where each is an async memcpy).
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from itertools import pairwise
 
 import torch
 
@@ -36,6 +40,7 @@ class Way(enum.Enum):
 
     SLICE = "slice"
     GATHER = "gather"
+    SCATTER = "scatter"
     EACH = "each"
 
 
@@ -89,12 +94,16 @@ class BlockCopy:
         self._index = _NO_INDEX
         self._src_list: list[torch.Tensor] = []
         self._dst_list: list[torch.Tensor] = []
+        same_device = src.tensor.device == dst.tensor.device
         if len(self._runs) <= 1:
             self.way = Way.SLICE
-        elif src.tensor.device == dst.tensor.device and _one_range(self._runs):
+        elif same_device and _one_range(self._runs, 1):
             self.way = Way.GATHER
-            self._index = torch.tensor([s + k for s, _, n in self._runs for k in range(n)],
-                                       dtype=torch.int64, device=src.tensor.device)
+            self._index = _index([s for s, _, _ in self._runs], self._runs, src.tensor.device)
+        elif same_device and _one_range(sorted(self._runs), 0):
+            self.way = Way.SCATTER
+            self._runs.sort()
+            self._index = _index([d for _, d, _ in self._runs], self._runs, dst.tensor.device)
         else:
             self.way = Way.EACH
             self._src_list = [_rows(src, s, n) for s, _, n in self._runs]
@@ -112,6 +121,9 @@ class BlockCopy:
         elif self.way is Way.GATHER:
             d, n = self._runs[0][1], self.blocks
             torch.index_select(self.src.tensor, 0, self._index, out=self.dst.tensor[d:d + n])
+        elif self.way is Way.SCATTER:
+            s, n = self._runs[0][0], self.blocks
+            self.dst.wide.index_copy_(0, self._index, self.src.wide[s:s + n])
         elif self.src.tensor.device == self.dst.tensor.device:
             torch._foreach_copy_(self._dst_list, self._src_list, non_blocking=non_blocking)
         else:
@@ -138,10 +150,17 @@ def _is_range(ids: Sequence[int]) -> bool:
     return ids[-1] - first == len(ids) - 1 and list(ids) == list(range(first, first + len(ids)))
 
 
-def _one_range(merged: list[tuple[int, int, int]]) -> bool:
-    """Do the runs' destinations (sorted) cover one contiguous range?"""
-    start, end = merged[0][1], merged[-1][1] + merged[-1][2]
-    return end - start == sum(n for _, _, n in merged)
+def _one_range(merged: list[tuple[int, int, int]], side: int) -> bool:
+    """Do the runs, sorted by ``side`` (0: source, 1: destination), cover one contiguous
+    range on that side? (Destinations never repeat; sources may, and then do not.)"""
+    return all(a[side] + a[2] == b[side] for a, b in pairwise(merged))
+
+
+def _index(starts: list[int], merged: list[tuple[int, int, int]],
+           device: torch.device) -> torch.Tensor:
+    """The rows the runs name on one side, one by one, as an index tensor."""
+    rows = [start + k for start, (_, _, n) in zip(starts, merged, strict=True) for k in range(n)]
+    return torch.tensor(rows, dtype=torch.int64, device=device)
 
 
 def _rows(rows: Rows, start: int, count: int) -> torch.Tensor:

@@ -103,3 +103,14 @@ def layout_of(blocks: torch.Tensor) -> BlockLayout:
                              f"block_size, kv_heads, head_dim]; got {tuple(blocks.shape)}")
     _, layers, _, block_size, kv_heads, head_dim = blocks.shape
     return BlockLayout(layers, block_size, kv_heads, head_dim, blocks.dtype)
+
+
+def as_wide_rows(rows: torch.Tensor) -> torch.Tensor:
+    """``rows`` (from :func:`as_rows`) as 16-byte elements where the row size allows.
+
+    Only the bytes matter: the copies that use this view move elements unchanged,
+    whatever they would mean as complex numbers.
+    """
+    if rows.dtype == torch.int64 and rows.shape[1] % 2 == 0:
+        return rows.view(torch.complex128)
+    return rows

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .errors import BadBlockIds
-from .layout import as_rows
+from .layout import as_rows, as_wide_rows
 
 
 class Rows:
@@ -16,12 +16,15 @@ class Rows:
     microsecond of Python; the copy of a 64 KiB block only a few).
     """
 
-    __slots__ = ("blocks", "tensor", "views")
+    __slots__ = ("blocks", "tensor", "views", "wide")
 
     def __init__(self, blocks: torch.Tensor) -> None:
         self.blocks = blocks
         self.tensor = as_rows(blocks)
         self.views: tuple[torch.Tensor, ...] = tuple(self.tensor.unbind(0))
+        self.wide = as_wide_rows(self.tensor)
+        """The rows as 16-byte elements where they divide a row, for element-wise kernels
+        (``index_copy_`` moves one element at a time: twice as fast as with 8 bytes)."""
 
     def __len__(self) -> int:
         return len(self.views)
