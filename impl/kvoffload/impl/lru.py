@@ -81,4 +81,5 @@ class LruEviction:
         if set(self.queue) != set(evictable):
             raise InvariantViolation(
                 "lru_queues_evictable_blocks",
-                f"queue {list(self.queue)!r} is not the evictable set {sorted(map(repr, evictable))}")
+                f"queue {list(self.queue)!r} is not the evictable set "
+                f"{sorted(map(repr, evictable))}")

@@ -245,7 +245,7 @@ class OffloadManager:
         self._fresh = fresh + from_fresh
         for _ in range(count - from_fresh):
             slots.append(free_list.pop())
-        for key, slot in zip(new, slots):
+        for key, slot in zip(new, slots, strict=True):
             storing[key] = slot
         order.inserted(new)
         return StorePlan(tuple(new), tuple(slots), tuple(victims), self._epoch)
@@ -365,11 +365,12 @@ class OffloadManager:
         if not readers.keys() <= ready.keys() or any(n < 1 for n in readers.values()):
             raise InvariantViolation("readers_only_on_ready_blocks",
                                      "a reader count is on a block that is not READY, or < 1")
-        used = [*storing.values(), *ready.values(), *(o.slot for o in self._store_orphans.view()),
-                *(o.slot for o in self._load_orphans.view())]
+        orphans = (*self._store_orphans.view(), *self._load_orphans.view())
+        used = [*storing.values(), *ready.values(), *(o.slot for o in orphans)]
         free = [*self._free, *range(self._fresh, self._capacity)]
         if len(set(used)) != len(used) or set(used) & set(free) or len(set(free)) != len(free):
-            raise InvariantViolation("no_shared_slots", "a slot is held twice or both held and free")
+            raise InvariantViolation("no_shared_slots",
+                                     "a slot is held twice, or both held and free")
         if sorted(used + free) != list(range(self._capacity)):
             raise InvariantViolation("slots_in_range", "slots leak or lie outside the tier")
         if not self._stored <= ready.keys() or self._removed & ready.keys():

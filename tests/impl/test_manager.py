@@ -1,0 +1,240 @@
+"""Unit tests of ``kvoffload.impl.manager``: construction, each operation, atomic misuse."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from kvoffload.impl import OffloadManager, UnknownPolicy, policy_of
+from kvoffload.spec import (
+    BadCapacity,
+    Completion,
+    Events,
+    LoadPlan,
+    LookupResult,
+    MisuseError,
+    NotReadable,
+    Policy,
+    StorePlan,
+    StoreRejected,
+    UnknownEpoch,
+    UnmatchedCompleteLoad,
+)
+
+
+def ready(capacity: int, *keys: str, policy: str = "lru") -> OffloadManager:
+    manager = OffloadManager(capacity, policy=policy)
+    manager.prepare_store(keys)
+    manager.complete_store(keys)
+    manager.check()
+    return manager
+
+
+@pytest.mark.parametrize("capacity", [0, -3, 1.5, True, "4"])
+def test_capacity_must_be_a_positive_int(capacity: object) -> None:
+    with pytest.raises(BadCapacity, match="at least one"):
+        OffloadManager(capacity)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("given", "policy"), [("lru", Policy.LRU), ("arc", Policy.ARC),
+                                               (Policy.ARC, Policy.ARC)])
+def test_policy_by_name_or_enum(given: str | Policy, policy: Policy) -> None:
+    assert policy_of(given) is policy
+    assert OffloadManager(2, policy=given).policy is policy
+
+
+@pytest.mark.parametrize("policy", ["fifo", "LRU ", 3])
+def test_unknown_policy_is_a_misuse_error(policy: object) -> None:
+    with pytest.raises(UnknownPolicy) as raised:
+        OffloadManager(2, policy=policy)  # type: ignore[arg-type]
+    assert isinstance(raised.value, MisuseError)
+    assert raised.value.code == "unknown-policy"
+
+
+def test_capacity_is_the_first_argument_and_lru_the_default() -> None:
+    manager = OffloadManager(3)
+    assert (manager.capacity, manager.policy, manager.epoch) == (3, Policy.LRU, 0)
+
+
+def test_lookup_is_tristate_and_pure() -> None:
+    manager = OffloadManager(2)
+    manager.prepare_store(["a"])
+    before = manager.view()
+    assert [manager.lookup(k) for k in "ab"] == [LookupResult.PENDING, LookupResult.MISS]
+    manager.complete_store(["a"])
+    assert manager.lookup("a") is LookupResult.HIT
+    assert manager.view() != before  # completion changed it; lookup alone did not:
+    after = manager.view()
+    manager.lookup("a")
+    assert manager.view() == after
+
+
+def test_prepare_store_dedupes_and_skips_present_keys() -> None:
+    manager = ready(4, "a")
+    manager.prepare_store(["b"])
+    plan = manager.prepare_store(["a", "c", "b", "c", "d"])
+    assert plan == StorePlan(("c", "d"), (2, 3), (), 0)
+    manager.check()
+
+
+def test_prepare_store_of_nothing_new_is_an_empty_plan() -> None:
+    manager = ready(1, "a")
+    assert manager.prepare_store(["a", "a"]) == StorePlan((), (), (), 0)
+    assert manager.prepare_store([]) == StorePlan((), (), (), 0)
+
+
+def test_rejection_counts_only_evictable_blocks_outside_the_call() -> None:
+    manager = ready(3, "a", "b", "c")
+    manager.prepare_load(["a"])
+    before = manager.view()
+    # needs 2 slots; b is evictable but named in the call, so only c can go
+    assert manager.prepare_store(["b", "x", "y"]) == StoreRejected(needed=2, available=1)
+    assert manager.view() == before
+    assert manager.prepare_store(["x"]) == StorePlan(("x",), (1,), ("b",), 0)
+
+
+def test_eviction_takes_exactly_the_missing_slots() -> None:
+    manager = ready(3, "a", "b")
+    plan = manager.prepare_store(["c", "d"])
+    assert isinstance(plan, StorePlan)
+    assert plan.evicted == ("a",)
+    assert plan.slots == (2, 0)
+
+
+def test_failed_store_frees_the_slot_and_leaves_no_event() -> None:
+    manager = OffloadManager(1)
+    manager.prepare_store(["a"])
+    assert manager.complete_store(["a"], success=False) == Completion(applied=("a",))
+    assert manager.lookup("a") is LookupResult.MISS
+    assert manager.take_events() == Events()
+    assert manager.prepare_store(["b"]) == StorePlan(("b",), (0,), (), 0)
+
+
+def test_complete_store_of_a_key_not_storing_is_ignored() -> None:
+    manager = ready(2, "a")
+    assert manager.complete_store(["a", "z"]) == Completion(ignored=("a", "z"))
+
+
+def test_prepare_load_counts_readers_once_per_call() -> None:
+    manager = ready(2, "a", "b")
+    assert manager.prepare_load(["b", "a", "b"]) == LoadPlan(("b", "a"), (1, 0), 0)
+    assert manager.prepare_load(["a"]) == LoadPlan(("a",), (0,), 0)
+    assert manager.complete_load(["a", "b"]) == Completion(applied=("a", "b"))
+    # a still has one reader, so only b can be evicted
+    manager.check()
+    plan = manager.prepare_store(["x"])
+    assert isinstance(plan, StorePlan)
+    assert plan.evicted == ("b",)
+
+
+def test_misuse_is_typed_and_changes_nothing() -> None:
+    manager = ready(3, "a")
+    manager.prepare_store(["b"])
+    before = manager.view()
+    with pytest.raises(NotReadable) as not_readable:
+        manager.prepare_load(["a", "b", "z"])
+    assert not_readable.value.keys == ("b", "z")
+    with pytest.raises(UnmatchedCompleteLoad):
+        manager.complete_load(["a"])
+    with pytest.raises(UnknownEpoch):
+        manager.complete_store(["b"], epoch=1)
+    with pytest.raises(UnknownEpoch):
+        manager.complete_load(["a"], epoch=-1)
+    assert manager.view() == before
+
+
+def test_partly_unmatched_complete_load_releases_nobody() -> None:
+    manager = ready(2, "a", "b")
+    manager.prepare_load(["a"])
+    before = manager.view()
+    with pytest.raises(UnmatchedCompleteLoad) as raised:
+        manager.complete_load(["a", "b"])
+    assert raised.value.keys == ("b",)
+    assert manager.view() == before
+
+
+def test_reset_holds_slots_of_running_copies_until_they_complete() -> None:
+    manager = ready(3, "a")
+    manager.prepare_load(["a"])
+    manager.prepare_load(["a"])
+    manager.prepare_store(["b"])
+    assert manager.reset_cache() == 1
+    assert [manager.lookup(k) for k in "ab"] == [LookupResult.MISS] * 2
+    # slots 0 (a, two readers) and 1 (b, store) are held; one slot is free
+    assert manager.prepare_store(["x", "y"]) == StoreRejected(needed=2, available=1)
+    assert manager.complete_load(["a"]) == Completion(released=("a",))
+    assert manager.complete_store(["b"], epoch=0) == Completion(released=("b",))
+    assert manager.prepare_store(["x", "y"]) == StorePlan(("x", "y"), (1, 2), (), 1)
+    assert manager.complete_load(["a"], epoch=0) == Completion(released=("a",))
+    assert manager.prepare_store(["z"]) == StorePlan(("z",), (0,), (), 1)
+    with pytest.raises(UnmatchedCompleteLoad):
+        manager.complete_load(["a"])
+    manager.check()
+
+
+def test_vllm_form_completes_the_current_block_before_an_orphan() -> None:
+    manager = OffloadManager(2)
+    manager.prepare_store(["a"])
+    manager.reset_cache()
+    manager.prepare_store(["a"])
+    assert manager.complete_store(["a"]) == Completion(applied=("a",))
+    assert manager.complete_store(["a"]) == Completion(released=("a",))
+    assert manager.complete_store(["a"]) == Completion(ignored=("a",))
+    manager.check()
+
+
+def test_reset_safe_form_names_the_epoch() -> None:
+    manager = OffloadManager(2)
+    manager.prepare_store(["a"])
+    manager.reset_cache()
+    manager.prepare_store(["a"])
+    assert manager.complete_store(["a"], epoch=1) == Completion(applied=("a",))
+    assert manager.complete_store(["a"], epoch=0, success=False) == Completion(released=("a",))
+    assert manager.lookup("a") is LookupResult.HIT
+
+
+def test_events_are_the_net_change_of_the_ready_set() -> None:
+    manager = OffloadManager(2)
+    manager.prepare_store(["a", "b"])
+    manager.complete_store(["a", "b"])
+    assert manager.take_events() == Events(stored=frozenset("ab"))
+    manager.prepare_store(["c"])  # evicts a
+    manager.complete_store(["c"])
+    manager.prepare_store(["a"])  # evicts b
+    manager.complete_store(["a"])  # a is back: no net change for a
+    assert manager.take_events() == Events(stored=frozenset("c"), removed=frozenset("b"))
+    manager.reset_cache()
+    assert manager.take_events() == Events(removed=frozenset("ac"))
+    assert manager.take_events() == Events()
+
+
+def test_check_detects_corruption() -> None:
+    manager = ready(2, "a")
+    manager._free.append(0)  # a slot both held and free
+    with pytest.raises(Exception, match="no_shared_slots"):
+        manager.check()
+
+
+def test_errors_survive_python_dash_o() -> None:
+    script = textwrap.dedent("""
+        from kvoffload.impl import OffloadManager
+        from kvoffload.spec import NotReadable, UnmatchedCompleteLoad, UnknownEpoch
+        m = OffloadManager(2)
+        m.prepare_store(["a"])
+        for call, error in [(lambda: m.prepare_load(["a"]), NotReadable),
+                            (lambda: m.complete_load(["a"]), UnmatchedCompleteLoad),
+                            (lambda: m.complete_store(["a"], epoch=5), UnknownEpoch)]:
+            try:
+                call()
+            except error:
+                continue
+            raise SystemExit(f"no {error.__name__} under -O")
+        print("raised", __debug__)
+    """)
+    done = subprocess.run([sys.executable, "-O", "-c", script], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert done.stdout.strip() == "raised False"
