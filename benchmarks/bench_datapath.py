@@ -17,11 +17,13 @@ would in an engine fed by a scheduler.
 
 Every timed round moves a region of at least 128 MiB per side and rounds alternate
 between two regions, so no round finds its data in the 32 MiB L3 cache left by the
-round before; the reference copy is cold for the same reason. Ratios are medians over
-rounds; the reference is the median of 1 GiB copies timed before and after the cells.
-One torch thread (on two cores the default two threads add milliseconds per op).
+round before; the reference copy is cold for the same reason.
+Each timed round of a cell follows a 1 GiB reference copy, and the cell's ratio is
+the median of its per-round ratios, so load from other processes that comes and goes
+moves both sides of a ratio alike. One torch thread (on two cores the default two
+threads add milliseconds per op).
 
-    python benchmarks/bench_datapath.py [--rounds N] [--json FILE]
+    python benchmarks/bench_datapath.py [--rounds N] [--blocks 64 512 2048] [--json FILE]
 
 Optionally, with CUDA: store and load through :class:`CudaEngine` in GB/s against a
 plain pinned copy of the same bytes (skipped without CUDA).
@@ -73,23 +75,33 @@ def median_time(action: Callable[[], None], rounds: int) -> float:
     action()  # warm-up: page faults, allocator, first-call costs
     times = []
     for _ in range(rounds):
-        start = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - start)
+        times.append(timed(action))
     return statistics.median(times)
 
 
-def reference_times(rounds: int) -> list[float]:
-    """Seconds per 1 GiB torch copy (cold: two buffers of 1 GiB each)."""
-    src = torch.empty(GIB // 8, dtype=torch.int64).fill_(1)
-    dst = torch.empty_like(src).fill_(2)
-    dst.copy_(src)
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        dst.copy_(src)
-        times.append(time.perf_counter() - start)
-    return times
+def timed(action: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+class Reference:
+    """The 1 GiB torch copy every ratio is measured against (cold: two 1 GiB buffers)."""
+
+    def __init__(self) -> None:
+        self.src = torch.empty(GIB // 8, dtype=torch.int64).fill_(1)
+        self.dst = torch.empty_like(self.src).fill_(2)
+        self.dst.copy_(self.src)
+        self.samples: list[float] = []
+
+    def _copy(self) -> None:
+        self.dst.copy_(self.src)
+
+    def time(self) -> float:
+        """Seconds for one 1 GiB copy; every sample is kept for the report."""
+        seconds = timed(self._copy)
+        self.samples.append(seconds)
+        return seconds
 
 
 def batches(rows: int, batch: int, pattern: str, side: str, seed: int) -> list[list[int]]:
@@ -100,7 +112,10 @@ def batches(rows: int, batch: int, pattern: str, side: str, seed: int) -> list[l
     return [ids[i:i + batch] for i in range(0, rows - rows % batch, batch)]
 
 
-def measure_block_size(nbytes: int, rounds: int) -> list[Cell]:
+def measure_block_size(nbytes: int, rounds: int, reference: Reference) -> list[Cell]:
+    """Every cell of one block size. Each timed round of a cell comes right after a 1 GiB
+    reference copy, and the cell's ratio is the median of the per-round ratios, so a
+    neighbour's load that comes and goes shifts both sides of a ratio alike."""
     layout = LAYOUTS[nbytes]
     region_rows = max(REGION, 256 * nbytes) // nbytes
     pool = HostBlockPool(2 * region_rows, layout, pin=False)
@@ -117,13 +132,20 @@ def measure_block_size(nbytes: int, rounds: int) -> list[Cell]:
                         for side in ("pool", "device")}
                 moved = len(plan["pool"]) * batch * nbytes
                 for direction in DIRECTIONS:
-                    copy = partial(_copy, direction, pool.rows, device_rows)
-                    through = partial(_through_engine, engine, direction)
-                    copy_s = median_time(_rounds(copy, plan, region_rows), rounds)
-                    engine_s = median_time(
-                        _drained(engine, _rounds(through, plan, region_rows)), rounds)
+                    copy = _rounds(partial(_copy, direction, pool.rows, device_rows), plan,
+                                   region_rows)
+                    through = _drained(engine, _rounds(
+                        partial(_through_engine, engine, direction), plan, region_rows))
+                    copy()  # warm-up: first-call costs
+                    through()
+                    copy_ratios, engine_ratios = [], []
+                    for _ in range(rounds):
+                        gib_s = reference.time()
+                        copy_ratios.append(gib_s / timed(copy) * moved / GIB)
+                        engine_ratios.append(gib_s / timed(through) * moved / GIB)
                     cells.append(Cell(nbytes // KIB, batch, direction, pattern,
-                                      moved / copy_s, moved / engine_s))
+                                      statistics.median(copy_ratios),
+                                      statistics.median(engine_ratios)))
     finally:
         engine.close()
     return cells
@@ -225,26 +247,25 @@ def _cuda_plain_copy(direction: str, host: torch.Tensor, device: torch.Tensor) -
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7, help="timed rounds per cell")
+    parser.add_argument("--blocks", type=int, nargs="+", default=[n // KIB for n in LAYOUTS],
+                        choices=[n // KIB for n in LAYOUTS], help="block sizes in KiB")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     load_before = os.getloadavg()
-    before = reference_times(args.rounds)
-    cells = [c for nbytes in LAYOUTS for c in measure_block_size(nbytes, args.rounds)]
-    after = reference_times(args.rounds)
+    reference = Reference()
+    sizes = [n * KIB for n in args.blocks]
+    cells = [c for nbytes in sizes for c in measure_block_size(nbytes, args.rounds, reference)]
     load_after = os.getloadavg()
-    reference = GIB / statistics.median(before + after)
-    for cell in cells:
-        cell.copy_ratio /= reference
-        cell.engine_ratio /= reference
+    speeds = sorted(GIB / t / 1e9 for t in reference.samples)
     print(f"# bench_datapath: {' '.join(sys.argv)}")
     print(f"# torch {torch.__version__}, threads {torch.get_num_threads()}, python "
           f"{platform.python_version()}, {os.cpu_count()} cpus, rounds {args.rounds}")
     print(f"# load average before {load_before[0]:.2f} {load_before[1]:.2f}, after "
           f"{load_after[0]:.2f} {load_after[1]:.2f}")
-    print(f"# 1 GiB torch copy: {reference / 1e9:.2f} GB/s (median; before "
-          f"{GIB / statistics.median(before) / 1e9:.2f}, after "
-          f"{GIB / statistics.median(after) / 1e9:.2f})")
+    print(f"# 1 GiB torch copy: median {statistics.median(speeds):.2f} GB/s over "
+          f"{len(speeds)} copies (min {speeds[0]:.2f}, max {speeds[-1]:.2f}); each ratio is "
+          "the median of per-round ratios to the copy timed just before the round")
     print("| block | batch | direction | pattern | copy | engine |")
     print("| ---: | ---: | --- | --- | ---: | ---: |")
     for cell in cells:
@@ -262,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         print("# CUDA variant skipped: no CUDA device")
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"reference_gbps": reference / 1e9, "load_before": load_before,
+            json.dump({"reference_gbps": statistics.median(speeds), "load_before": load_before,
                        "load_after": load_after, "cells": [asdict(c) for c in cells],
                        "cuda": cuda}, out, indent=1)
     return 0
