@@ -1,0 +1,137 @@
+"""The classes the vLLM facade returns: vLLM's own inside vLLM, plain stand-ins elsewhere.
+
+vLLM's workers and connector check ``isinstance`` against vLLM's classes
+(``CPULoadStoreSpec``, ``PrepareStoreOutput``, ``OffloadingEvent``, ``LookupResult``),
+so inside vLLM the facade must build exactly those. Outside vLLM (tests, benchmarks,
+other engines) it builds the stand-ins below, which have the same field names.
+:class:`VllmTypes` bundles one such set; nothing here imports vLLM (or torch) until
+:meth:`VllmTypes.from_vllm` is called.
+
+vLLM's ``LookupResult`` (0.25 on: MISS, HIT, HIT_PENDING, RETRY) is not the spec's
+``LookupResult`` (MISS, PENDING, HIT): here it is only ever called ``VllmLookupResult``.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from kvoffload.spec.vocabulary import Key
+
+
+class VllmLookupResult(enum.Enum):
+    """Stand-in for vLLM's ``LookupResult`` (0.25 on)."""
+
+    MISS = enum.auto()
+    HIT = enum.auto()
+    HIT_PENDING = enum.auto()
+    RETRY = enum.auto()
+
+
+class CpuBlockIds:
+    """Stand-in for vLLM's ``CPULoadStoreSpec``: the host slots of a load or store."""
+
+    __slots__ = ("block_ids",)
+
+    def __init__(self, block_ids: list[int]) -> None:
+        self.block_ids = block_ids
+
+    @staticmethod
+    def medium() -> str:
+        return "CPU"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CpuBlockIds) and self.block_ids == other.block_ids
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.block_ids))
+
+    def __repr__(self) -> str:
+        return f"CpuBlockIds({self.block_ids!r})"
+
+
+@dataclass
+class PrepareStoreOutput:
+    """Stand-in for vLLM's ``PrepareStoreOutput``."""
+
+    keys_to_store: list[Key]
+    store_spec: Any
+    evicted_keys: list[Key]
+
+
+@dataclass
+class OffloadingEvent:
+    """Stand-in for vLLM's ``OffloadingEvent``: ``removed`` False means stored."""
+
+    keys: list[Key]
+    medium: Any
+    removed: bool
+
+
+@dataclass
+class RequestOffloadingContext:
+    """Stand-in for vLLM's ``RequestOffloadingContext`` (offload newly computed blocks)."""
+
+    policy: str = "block_level"
+
+
+@dataclass(frozen=True)
+class VllmTypes:
+    """One set of output classes for the facade, and the lookup flavour they imply.
+
+    ``lookup_result`` is vLLM's ``LookupResult`` enum (0.25 on), or None for the
+    ``bool | None`` era (0.19 to 0.24).
+    """
+
+    load_store_spec: Callable[[list[int]], Any]
+    prepare_store_output: Callable[..., Any]
+    offloading_event: Callable[..., Any]
+    medium: Any
+    lookup_result: type[enum.Enum] | None
+    request_offloading_context: Callable[[], Any]
+    cache_hit_source_host: Any = None
+    origin: str = field(default="stand-ins", compare=False)
+
+    @classmethod
+    def stand_ins(cls, *, enum_lookup: bool = True) -> VllmTypes:
+        """The plain stand-ins; ``enum_lookup=False`` gives the ``bool | None`` flavour."""
+        return cls(CpuBlockIds, PrepareStoreOutput, OffloadingEvent, "CPU",
+                   VllmLookupResult if enum_lookup else None, RequestOffloadingContext)
+
+    @classmethod
+    def from_modules(cls, base: ModuleType, cpu_common: ModuleType,
+                     cache_hit_source: ModuleType | None = None,
+                     origin: str = "vllm") -> VllmTypes:
+        """vLLM's classes from its ``kv_offload.base`` and ``kv_offload.cpu.common``
+        modules (the real package, or a release loaded from its wheel)."""
+        spec_cls = cpu_common.CPULoadStoreSpec
+        medium_enum = getattr(base, "Medium", None)
+        medium = medium_enum.CPU if medium_enum is not None else spec_cls.medium()
+        context = getattr(base, "RequestOffloadingContext", RequestOffloadingContext)
+        host = getattr(cache_hit_source.CacheHitSource, "HOST", None) if cache_hit_source else None
+        return cls(spec_cls, base.PrepareStoreOutput, base.OffloadingEvent, medium,
+                   getattr(base, "LookupResult", None), context, host, origin)
+
+    @classmethod
+    def from_vllm(cls) -> VllmTypes | None:
+        """vLLM's classes when vLLM is importable here, else None (imports it lazily)."""
+        base = _first_module("vllm.v1.kv_offload.base", "vllm.v1.kv_offload.abstract")
+        cpu_common = _first_module("vllm.v1.kv_offload.cpu.common", "vllm.v1.kv_offload.mediums")
+        if base is None or cpu_common is None:
+            return None
+        hit_source = _first_module("vllm.v1.metrics.cache_hit_source")
+        return cls.from_modules(base, cpu_common, hit_source, origin="vllm")
+
+
+def _first_module(*names: str) -> ModuleType | None:
+    """The first of ``names`` that imports (vLLM moved its classes between releases)."""
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None

@@ -1,0 +1,168 @@
+"""Unit tests of ``kvoffload.impl.vllm_facade``: vLLM's API over the reference manager."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from vllm_releases import common_module, release_or_skip, req_context, types_of
+
+from kvoffload.impl.vllm_facade import VllmFacade
+from kvoffload.impl.vllm_types import (
+    CpuBlockIds,
+    OffloadingEvent,
+    PrepareStoreOutput,
+    RequestOffloadingContext,
+    VllmLookupResult,
+    VllmTypes,
+)
+from kvoffload.spec import NotReadable, Policy, UnmatchedCompleteLoad
+
+
+def facade(capacity: int = 2, *, enum_lookup: bool = True, events: bool = True) -> VllmFacade:
+    return VllmFacade(capacity, "lru", events,
+                      types=VllmTypes.stand_ins(enum_lookup=enum_lookup))
+
+
+def test_lookup_in_the_enum_flavour() -> None:
+    vllm = facade()
+    vllm.prepare_store([b"a"], None)
+    assert vllm.lookup(b"a", None) is VllmLookupResult.HIT_PENDING
+    assert vllm.lookup(b"b", None) is VllmLookupResult.MISS
+    vllm.complete_store([b"a"], None)
+    assert vllm.lookup(b"a", None) is VllmLookupResult.HIT
+
+
+def test_lookup_in_the_bool_or_none_flavour() -> None:
+    vllm = facade(enum_lookup=False)
+    vllm.prepare_store([b"a"], None)
+    assert vllm.lookup(b"a", None) is None
+    assert vllm.lookup(b"b", None) is False
+    vllm.complete_store([b"a"], None)
+    assert vllm.lookup(b"a", None) is True
+
+
+def test_prepare_store_is_vllm_shaped_or_none_when_rejected() -> None:
+    vllm = facade()
+    out = vllm.prepare_store([b"a", b"b", b"a"], None)
+    assert out == PrepareStoreOutput([b"a", b"b"], CpuBlockIds([0, 1]), [])
+    vllm.complete_store([b"a", b"b"], None)
+    vllm.prepare_load([b"a"], None)
+    assert vllm.prepare_store([b"c", b"d"], None) is None
+    assert vllm.prepare_store([b"c"], None) == PrepareStoreOutput(
+        [b"c"], CpuBlockIds([1]), [b"b"])
+    assert vllm.prepare_store([b"a"], None) == PrepareStoreOutput([], CpuBlockIds([]), [])
+
+
+def test_prepare_load_gives_block_ids_and_misuse_raises() -> None:
+    vllm = facade()
+    vllm.prepare_store([b"a", b"b"], None)
+    vllm.complete_store([b"b"], None)
+    assert vllm.prepare_load([b"b"], None) == CpuBlockIds([1])
+    with pytest.raises(NotReadable):
+        vllm.prepare_load([b"a"], None)
+    vllm.complete_load([b"b"], None)
+    with pytest.raises(UnmatchedCompleteLoad):
+        vllm.complete_load([b"b"], None)
+
+
+def test_events_replay_to_the_ready_set() -> None:
+    vllm = facade(capacity=1)
+    ready: set[bytes] = set()
+    for key in [b"a", b"b"]:
+        vllm.prepare_store([key], None)
+        vllm.complete_store([key], None)
+        for event in vllm.take_events():
+            assert isinstance(event, OffloadingEvent)
+            assert event.medium == "CPU"
+            (ready.difference_update if event.removed else ready.update)(event.keys)
+        assert ready == {key}
+    vllm.reset_cache()
+    assert [(e.keys, e.removed) for e in vllm.take_events()] == [([b"b"], True)]
+
+
+def test_events_off_by_default_like_vllm() -> None:
+    vllm = VllmFacade(2, types=VllmTypes.stand_ins())
+    vllm.prepare_store([b"a"], None)
+    vllm.complete_store([b"a"], None)
+    assert list(vllm.take_events()) == []
+
+
+def test_failed_store_and_touch() -> None:
+    vllm = facade(capacity=2)
+    vllm.prepare_store([b"a", b"b"], None)
+    vllm.complete_store([b"a", b"b"], None)
+    vllm.touch([b"a"], None)
+    out = vllm.prepare_store([b"c"], None)
+    assert out is not None
+    assert out.evicted_keys == [b"b"]
+    vllm.complete_store([b"c"], None, success=False)
+    assert vllm.lookup(b"c", None) is VllmLookupResult.MISS
+
+
+def test_hooks_and_defaults() -> None:
+    vllm = VllmFacade(3, cache_policy="arc", types=VllmTypes.stand_ins())
+    assert vllm.manager.policy is Policy.ARC
+    assert vllm.on_new_request(None) == RequestOffloadingContext()
+    assert vllm.has_pending_work() is False
+    assert vllm.get_stats() is None
+    assert vllm.config_info() == [{}]
+    with vllm.lock:
+        vllm.on_schedule_end(None)
+        vllm.on_request_finished(None)
+        vllm.on_reset_flushed()
+    vllm.shutdown()
+
+
+def test_without_vllm_the_stand_ins_are_used() -> None:
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        assert VllmFacade(1).types == VllmTypes.stand_ins()
+    else:  # pragma: no cover - only where vLLM is installed
+        assert VllmFacade(1).types.origin == "vllm"
+
+
+# --- against vLLM's own classes, from the release wheels --------------------------
+
+RELEASES = [("0.21.0", False), ("0.24.0", False), ("0.25.0", True), ("0.34.0", True)]
+
+
+@pytest.mark.vllm_matrix
+@pytest.mark.parametrize(("version", "enum_lookup"), RELEASES)
+def test_facade_returns_vllms_own_classes(request: pytest.FixtureRequest, version: str,
+                                          enum_lookup: bool) -> None:
+    release = release_or_skip(request.config, version)
+    base, types = release.base(), types_of(release)
+    vllm = VllmFacade(2, "lru", True, types=types)
+    ctx = req_context(release)
+    out = vllm.prepare_store([b"a", b"b"], ctx)
+    assert isinstance(out, base.PrepareStoreOutput)
+    assert isinstance(out.store_spec, common_module(release).CPULoadStoreSpec)
+    assert list(out.store_spec.block_ids) == [0, 1]
+    pending = vllm.lookup(b"a", ctx)
+    if enum_lookup:
+        assert pending is base.LookupResult.HIT_PENDING
+    else:
+        assert pending is None
+    vllm.complete_store([b"a", b"b"], ctx)
+    events = list(vllm.take_events())
+    assert all(isinstance(e, base.OffloadingEvent) for e in events)
+    assert isinstance(vllm.prepare_load([b"a"], ctx), common_module(release).CPULoadStoreSpec)
+
+
+@pytest.mark.vllm_matrix
+@pytest.mark.parametrize(("version", "enum_lookup"), RELEASES)
+def test_facade_offers_every_method_of_vllms_base_class(
+        request: pytest.FixtureRequest, version: str, enum_lookup: bool) -> None:
+    release = release_or_skip(request.config, version)
+    theirs = release.base().OffloadingManager
+    for name, member in inspect.getmembers(theirs):
+        if name.startswith("_"):
+            continue
+        ours = getattr(VllmFacade, name, None)
+        assert ours is not None, f"vLLM {version}'s OffloadingManager.{name} is missing"
+        if inspect.isfunction(member):
+            their_params = list(inspect.signature(member).parameters)
+            our_params = list(inspect.signature(ours).parameters)
+            assert our_params[:len(their_params)] == their_params, name
