@@ -98,7 +98,7 @@ def test_loads_return_the_last_successful_store(backend: str, policy: str) -> No
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_loads_return_the_last_successful_store_long(backend: str, policy: str) -> None:
-    seeds, steps = range(100, 300), 2_000
+    seeds, steps = range(100, 200), 2_000
     counts = run(backend, policy, seeds, steps)
     report(f"{backend}/{policy} (slow)", seeds, steps, counts)
     assert_checked_everything(counts)
