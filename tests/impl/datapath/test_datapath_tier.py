@@ -12,6 +12,7 @@ from kvoffload.impl.datapath import (
     BadBlockIds,
     BusyBlock,
     DeterministicEngine,
+    EngineClosed,
     HostBlockPool,
     LoadTicket,
     OffloadTier,
@@ -322,3 +323,23 @@ def test_a_threaded_store_held_in_flight_reads_pending() -> None:
         assert tier.lookup("a") is HIT
     finally:
         tier.close()
+
+
+def test_a_closed_tier_refuses_copies_before_the_manager_is_asked() -> None:
+    tier = deterministic_tier(1)
+    engine_of(tier).complete(stored(tier, ["a"], [1]).job_id)  # type: ignore[arg-type]
+    tier.poll()
+    tier.close()
+    before = tier.manager.view()
+    with pytest.raises(EngineClosed):
+        tier.store(["b"], [2])  # would have evicted "a"
+    with pytest.raises(EngineClosed):
+        tier.load(["a"], [2])
+    assert tier.manager.view() == before
+
+
+def test_a_load_of_no_keys_starts_no_copy() -> None:
+    tier = deterministic_tier(1)
+    ticket = tier.load([], [])
+    assert ticket.job_id is None
+    assert engine_of(tier).running() == ()

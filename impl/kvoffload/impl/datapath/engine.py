@@ -68,10 +68,12 @@ class TransferEngine(ABC):
 
     def check_device_blocks(self, kind: CopyKind, device_blocks: Sequence[int]) -> None:
         """Raise if a copy of ``kind`` could not be submitted for these device blocks
-        (out of range, written twice, or racing a running copy); changes nothing.
+        (out of range, written twice, racing a running copy, or the engine closed);
+        changes nothing.
 
-        raises: BadBlockIds, BusyBlock
+        raises: BadBlockIds, BusyBlock, EngineClosed
         """
+        self._check_open()
         blocks = tuple(device_blocks)
         if kind is CopyKind.STORE:
             self.device.check_ids(blocks, "device blocks")
@@ -84,10 +86,17 @@ class TransferEngine(ABC):
                 self._reap()
                 self._guard.check_device(kind, blocks)
 
-    def _submit(self, kind: CopyKind, host_slots: tuple[int, ...],
-                device_blocks: tuple[int, ...]) -> int:
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
         if self._closed:
             raise EngineClosed("this engine has been closed; no new copies can start")
+
+    def _submit(self, kind: CopyKind, host_slots: tuple[int, ...],
+                device_blocks: tuple[int, ...]) -> int:
+        self._check_open()
         if kind is CopyKind.STORE:
             check_pairs(self.device, device_blocks, self.pool.rows, host_slots)
             copy = BlockCopy(self.device, device_blocks, self.pool.rows, host_slots)

@@ -10,8 +10,8 @@ for it (DESIGN.md point 7), and never before, so no slot of a running copy is
 handed to another block.
 
 Calls are checked before the manager is asked, so a rejected call changes nothing.
-Not thread-safe, like the manager: one scheduler thread drives a tier (the engine's
-copies run elsewhere).
+The tier owns its engine: submit copies through the tier only. Not thread-safe, like
+the manager: one scheduler thread drives a tier (the engine's copies run elsewhere).
 """
 
 from __future__ import annotations
@@ -52,9 +52,10 @@ class StoreTicket:
 @dataclass(frozen=True)
 class LoadTicket:
     """A load the tier started: ``keys[i]`` is copied from ``slots[i]`` into
-    ``device_blocks[i]`` by job ``job_id`` (a key named twice is copied twice)."""
+    ``device_blocks[i]`` by job ``job_id`` (a key named twice is copied twice; None
+    when no key was named)."""
 
-    job_id: int
+    job_id: int | None
     keys: tuple[Key, ...]
     device_blocks: tuple[int, ...]
     slots: tuple[int, ...]
@@ -118,7 +119,7 @@ class OffloadTier:
 
         The device blocks must keep their bytes until the store has ended.
 
-        raises: BadBlockIds, BusyBlock
+        raises: BadBlockIds, BusyBlock, EngineClosed
         """
         keys, blocks = tuple(keys), tuple(device_blocks)
         _check_lengths(keys, blocks)
@@ -144,7 +145,8 @@ class OffloadTier:
     def load(self, keys: Sequence[Key], device_blocks: Sequence[int]) -> LoadTicket:
         """Copy READY blocks ``keys[i]`` into ``device_blocks[i]``.
 
-        raises: NotReadable (a key absent or still being stored), BadBlockIds, BusyBlock
+        raises: NotReadable (a key absent or still being stored), BadBlockIds, BusyBlock,
+        EngineClosed
         """
         keys, blocks = tuple(keys), tuple(device_blocks)
         _check_lengths(keys, blocks)
@@ -152,6 +154,8 @@ class OffloadTier:
         plan = self.manager.prepare_load(keys)
         slot_of = dict(zip(plan.keys, plan.slots, strict=True))
         slots = tuple(slot_of[k] for k in keys)
+        if not keys:
+            return LoadTicket(None, (), (), (), plan.epoch)
         try:
             job_id = self.engine.submit_load(slots, blocks)
         except BaseException as error:
