@@ -1,0 +1,234 @@
+"""What one step of the spec does to one key: the per-key view the docs are drawn from.
+
+A key's phase here refines the spec's :class:`~kvoffload.spec.Phase` by readers (a READY
+block being read cannot be evicted, an idle one can). A reset can leave a key's copy
+running (a spec ``Orphan``); such copies are followed separately, since a key may have
+one while it is stored again in the new epoch.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from kvoffload.spec import (
+    CacheState,
+    Completion,
+    CopyKind,
+    Events,
+    Key,
+    LookupResult,
+    Op,
+    Phase,
+    StorePlan,
+    StoreRejected,
+)
+
+from .lifecycle_explore import Step, epoch_form
+
+
+class KeyPhase(enum.Enum):
+    """A key's lifecycle phase, with READY split by whether the block is being read."""
+
+    ABSENT = "ABSENT"
+    STORING = "STORING"
+    READY = "READY, readers = 0"
+    READ = "READY, readers > 0"
+
+
+def key_phase(state: CacheState, key: Key) -> KeyPhase:
+    """The phase of ``key``'s live block in ``state``."""
+    block = state.table.get(key)
+    if block is None:
+        return KeyPhase.ABSENT
+    if block.phase is Phase.STORING:
+        return KeyPhase.STORING
+    return KeyPhase.READ if block.readers else KeyPhase.READY
+
+
+def readers(state: CacheState, key: Key) -> int:
+    block = state.table.get(key)
+    return 0 if block is None else block.readers
+
+
+def running_copies(state: CacheState, key: Key) -> dict[tuple[CopyKind, int], int]:
+    """The copies of ``key`` a reset left running: (kind, epoch) -> completions still due."""
+    return {(o.kind, o.epoch): o.count for o in state.orphans if o.key == key}
+
+
+class CopyChange(enum.Enum):
+    """What a step did to one copy that a reset left running."""
+
+    LEFT_RUNNING = "left running"
+    """``reset_cache`` dropped the key while its copy was running."""
+    ONE_LESS = "one completion fewer"
+    """A load copy with several readers got one of its completions."""
+    FINISHED = "finished"
+    """Its last completion arrived: the slot it held is free again."""
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What one step did to one key, and what it told the caller about that key."""
+
+    call: str
+    """The call as seen from the key: ``k`` is the key, ``j`` another key."""
+    op: Op
+    named: bool
+    """Whether the call named the key (``reset_cache`` and ``take_events`` name none)."""
+    before: KeyPhase
+    after: KeyPhase
+    result: str
+    """The output as it concerns the key (``HIT``, ``applied``, ...), or the error's class."""
+    error_code: str | None
+    readers_delta: int
+    copies: tuple[tuple[CopyKind, CopyChange], ...]
+    recency_changed: bool
+    state_changed: bool
+
+    @property
+    def touches_key(self) -> bool:
+        """Did the step change anything about the key (phase, readers, running copies)?"""
+        return self.before is not self.after or bool(self.readers_delta or self.copies)
+
+
+GLOBAL_OPS = frozenset({Op.RESET_CACHE, Op.TAKE_EVENTS})
+"""The operations that name no key: they concern every key."""
+
+
+def concerns(step: Step, key: Key) -> bool:
+    """Does ``step`` name ``key``, concern every key, or change ``key`` all the same?"""
+    if key in step.call.keys or step.call.op in GLOBAL_OPS:
+        return True
+    return (step.before.table.get(key) != step.after.table.get(key)
+            or running_copies(step.before, key) != running_copies(step.after, key))
+
+
+def effects_of(steps: Iterable[Step], keys: Sequence[Key]) -> Iterator[Effect]:
+    """The effect of every step on every key it concerns (see :func:`concerns`)."""
+    for step in steps:
+        for key in keys:
+            if concerns(step, key):
+                yield effect(step, key)
+
+
+def call_form(step: Step, key: Key) -> str:
+    """The call of ``step`` as seen from ``key``: ``complete_store([k], epoch=earlier)``."""
+    call = step.call
+    if call.op in GLOBAL_OPS:
+        return f"{call.op.value}()"
+    named = key in call.keys
+    arg = "k" if named else "j"
+    args = [arg if call.op is Op.LOOKUP else f"[{arg}]"]
+    if call.op is Op.COMPLETE_STORE and not call.success:
+        args.append("success=False")
+    form = epoch_form(step)
+    if form:
+        args.append(f"epoch={form}")
+    return f"{call.op.value}({', '.join(args)})"
+
+
+def _result(step: Step, key: Key) -> str:
+    """The part of the output (or the error) that concerns ``key``."""
+    if step.error is not None:
+        return type(step.error).__name__
+    out = step.output
+    if isinstance(out, LookupResult):
+        return out.name
+    if isinstance(out, Completion):
+        fields = ("applied", "released", "ignored")
+        return next((f for f in fields if key in getattr(out, f)), "")
+    if isinstance(out, StoreRejected):
+        return "StoreRejected"
+    if isinstance(out, StorePlan):
+        if key in out.evicted:
+            return "evicted"
+        if key in out.keys:
+            return "StorePlan"
+        return "already present" if key in step.call.keys else ""
+    if isinstance(out, Events):
+        return "stored" if key in out.stored else "removed" if key in out.removed else ""
+    if step.call.op is Op.PREPARE_LOAD:
+        return "LoadPlan"
+    if step.call.op is Op.TOUCH:
+        return "None"
+    return ""
+
+
+def _copy_changes(step: Step, key: Key) -> tuple[tuple[CopyKind, CopyChange], ...]:
+    before, after = running_copies(step.before, key), running_copies(step.after, key)
+    changes: list[tuple[CopyKind, CopyChange]] = []
+    for (kind, epoch), count in sorted(before.items(), key=lambda item: item[0][1]):
+        left = after.get((kind, epoch), 0)
+        if left == 0:
+            changes.append((kind, CopyChange.FINISHED))
+        elif left < count:
+            changes.append((kind, CopyChange.ONE_LESS))
+    changes.extend((kind, CopyChange.LEFT_RUNNING) for kind, epoch in sorted(
+        after, key=lambda ke: (ke[1], ke[0].value)) if (kind, epoch) not in before)
+    return tuple(changes)
+
+
+def effect(step: Step, key: Key) -> Effect:
+    """What ``step`` did to ``key``."""
+    return Effect(
+        call=call_form(step, key),
+        op=step.call.op,
+        named=key in step.call.keys,
+        before=key_phase(step.before, key),
+        after=key_phase(step.after, key),
+        result=_result(step, key),
+        error_code=None if step.error is None else step.error.code,
+        readers_delta=readers(step.after, key) - readers(step.before, key),
+        copies=_copy_changes(step, key),
+        recency_changed=step.before.recency != step.after.recency,
+        state_changed=step.before != step.after,
+    )
+
+
+def _plain(token: str) -> str:
+    return token
+
+
+def describe(e: Effect, code: Callable[[str], str] = _plain) -> tuple[str, str]:
+    """``e`` in words for a table cell, as (what the call answered, what it did to the key).
+
+    ``code`` marks identifiers (Markdown backticks).
+    """
+    if e.error_code is not None:
+        return f"error {code(e.result)} ({code(e.error_code)})", ""
+    if not e.named and e.op not in GLOBAL_OPS:
+        return ("evicted" if e.result == "evicted" else ""), _change_words(e)
+    return _result_words(e, code), _change_words(e)
+
+
+def _change_words(e: Effect) -> str:
+    parts = []
+    if e.before is not e.after:
+        parts.append(f"→ {e.after.value}")
+    elif e.readers_delta:
+        parts.append("one more reader" if e.readers_delta > 0 else "one reader fewer")
+    parts.extend(_COPY_WORDS[change].format(kind=kind.value) for kind, change in e.copies)
+    if e.op is Op.TOUCH:
+        parts.append("eviction order updated" if e.recency_changed else "no change")
+    elif not parts and e.op not in (Op.LOOKUP, Op.TAKE_EVENTS):
+        parts.append("no change" if e.named else "unaffected")
+    return ", ".join(parts)
+
+
+_COPY_WORDS = {
+    CopyChange.LEFT_RUNNING: "its {kind} copy keeps running and holds its slot",
+    CopyChange.ONE_LESS: "one reader fewer on its pre-reset {kind} copy",
+    CopyChange.FINISHED: "its pre-reset {kind} copy's slot is freed",
+}
+
+
+def _result_words(e: Effect, code: Callable[[str], str]) -> str:
+    if e.result in ("stored", "removed"):
+        return f"k in {code('Events.' + e.result)}"
+    if e.op is Op.TAKE_EVENTS:
+        return f"{code('Events')} without k"
+    if e.result == "already present":
+        return f"{code('StorePlan')} without k (already present)"
+    return code(e.result) if e.result else ""
