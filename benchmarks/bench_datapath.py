@@ -20,9 +20,7 @@ between two regions, so no round finds its data in the 32 MiB L3 cache left by t
 round before; the reference copy is cold for the same reason.
 Each timed round of a cell follows a 1 GiB reference copy, and the cell's ratio is
 the median of its per-round ratios, so load from other processes that comes and goes
-moves both sides of a ratio alike. The ``best`` columns divide the fastest round of a
-cell by the fastest reference copy of the run: on a shared machine, the closest
-estimate of what the copy costs without neighbours. One torch thread (on two cores the default two
+moves both sides of a ratio alike. One torch thread (on two cores the default two
 threads add milliseconds per op).
 
     python benchmarks/bench_datapath.py [--rounds N] [--blocks 64 512 2048] [--json FILE]
@@ -71,11 +69,6 @@ class Cell:
     pattern: str
     copy_ratio: float
     engine_ratio: float
-    copy_best_s: float
-    engine_best_s: float
-    moved: int
-    copy_best: float = 0.0
-    engine_best: float = 0.0
 
 
 def median_time(action: Callable[[], None], rounds: int) -> float:
@@ -145,17 +138,14 @@ def measure_block_size(nbytes: int, rounds: int, reference: Reference) -> list[C
                         partial(_through_engine, engine, direction), plan, region_rows))
                     copy()  # warm-up: first-call costs
                     through()
-                    copy_ratios, engine_ratios, copy_s, engine_s = [], [], [], []
+                    copy_ratios, engine_ratios = [], []
                     for _ in range(rounds):
                         gib_s = reference.time()
-                        copy_s.append(timed(copy))
-                        engine_s.append(timed(through))
-                        copy_ratios.append(gib_s / copy_s[-1] * moved / GIB)
-                        engine_ratios.append(gib_s / engine_s[-1] * moved / GIB)
+                        copy_ratios.append(gib_s / timed(copy) * moved / GIB)
+                        engine_ratios.append(gib_s / timed(through) * moved / GIB)
                     cells.append(Cell(nbytes // KIB, batch, direction, pattern,
                                       statistics.median(copy_ratios),
-                                      statistics.median(engine_ratios),
-                                      min(copy_s), min(engine_s), moved))
+                                      statistics.median(engine_ratios)))
     finally:
         engine.close()
     return cells
@@ -268,10 +258,6 @@ def main(argv: list[str] | None = None) -> int:
     cells = [c for nbytes in sizes for c in measure_block_size(nbytes, args.rounds, reference)]
     load_after = os.getloadavg()
     speeds = sorted(GIB / t / 1e9 for t in reference.samples)
-    for cell in cells:
-        best = min(reference.samples) / GIB * cell.moved
-        cell.copy_best = best / cell.copy_best_s
-        cell.engine_best = best / cell.engine_best_s
     print(f"# bench_datapath: {' '.join(sys.argv)}")
     print(f"# torch {torch.__version__}, threads {torch.get_num_threads()}, python "
           f"{platform.python_version()}, {os.cpu_count()} cpus, rounds {args.rounds}")
@@ -280,14 +266,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# 1 GiB torch copy: median {statistics.median(speeds):.2f} GB/s over "
           f"{len(speeds)} copies (min {speeds[0]:.2f}, max {speeds[-1]:.2f}); each ratio is "
           "the median of per-round ratios to the copy timed just before the round")
-    print("# copy / engine: median of per-round ratios; best: fastest round of the cell "
-          "against the fastest reference copy of the run")
-    print("| block | batch | direction | pattern | copy | engine | copy best | engine best |")
-    print("| ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |")
+    print("| block | batch | direction | pattern | copy | engine |")
+    print("| ---: | ---: | --- | --- | ---: | ---: |")
     for cell in cells:
         print(f"| {cell.block_kib} KiB | {cell.batch} | {cell.direction} | {cell.pattern} | "
-              f"{cell.copy_ratio:.2f} | {cell.engine_ratio:.2f} | {cell.copy_best:.2f} | "
-              f"{cell.engine_best:.2f} |")
+              f"{cell.copy_ratio:.2f} | {cell.engine_ratio:.2f} |")
     cuda: list[dict[str, object]] = []
     if torch.cuda.is_available():
         cuda = cuda_cells(args.rounds)
