@@ -1,4 +1,4 @@
-"""Exact eviction-order models: LRU (as vLLM 0.21-0.24) and ARC (classic, for blocks).
+"""Exact eviction-order models: LRU (as vLLM 0.24 and 0.25) and ARC (classic, for blocks).
 
 A recency model only orders keys; the lifecycle (who may be evicted at all) is decided
 by the transitions, which hand the model the candidates. Every method is pure and
