@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import random
+import sys
+import threading
+import time
 
 import pytest
 import torch
@@ -123,3 +126,41 @@ def test_a_torn_copy_keeps_the_first_half_and_poisons_the_rest() -> None:
 def test_bad_ids_are_refused(src_ids: list[int], dst_ids: list[int], match: str) -> None:
     with pytest.raises(BadBlockIds, match=match):
         check_pairs(Rows(blocks(4)), src_ids, Rows(blocks(4)), dst_ids)
+
+
+@pytest.mark.parametrize("way", [Way.SLICE, Way.GATHER, Way.SCATTER, Way.EACH])
+def test_every_way_releases_the_gil_while_it_copies(way: Way) -> None:
+    """What lets a worker thread copy while the caller runs: the caller must get the GIL
+    while the copy is in torch. With a long switch interval, a copy that held the GIL
+    would let the caller run only after it returned, when ``copying`` is false again."""
+    count = 2048  # 8 KiB rows: 16 MiB moved, out of twice as many rows per side
+    src = torch.ones((2 * count, 1024), dtype=torch.int64)
+    dst = torch.zeros_like(src)
+    rng = random.Random(0)
+    scattered, other = rng.sample(range(2 * count), count), rng.sample(range(2 * count), count)
+    ids = {Way.SLICE: (list(range(count)), list(range(count))),
+           Way.GATHER: (scattered, list(range(count))),
+           Way.SCATTER: (list(range(count)), scattered),
+           Way.EACH: (scattered, other)}[way]
+    copy = BlockCopy(Rows(src), ids[0], Rows(dst), ids[1])
+    assert copy.way is way
+    state = {"copying": False, "seen": 0}
+
+    def worker() -> None:
+        for _ in range(4):
+            state["copying"] = True
+            copy.run()
+            state["copying"] = False
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1.0)
+    try:
+        thread = threading.Thread(target=worker)
+        thread.start()
+        while thread.is_alive():
+            state["seen"] += state["copying"]
+            time.sleep(0)  # hand the GIL back, so the worker never waits long for it
+        thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert state["seen"] > 0, state
