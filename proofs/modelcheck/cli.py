@@ -1,0 +1,209 @@
+"""The command line: run checks at a preset, cross-checks, and regenerate the README.
+
+    python proofs/check.py                          every check at TINY
+    python proofs/check.py --preset small           the checks that have a SMALL row
+    python proofs/check.py --check spec-lru --preset small
+    python proofs/check.py --list                   the checks, what each checks
+    python proofs/check.py --rumur --preset tiny    the Murphi model under rumur
+    python proofs/check.py --refinement lru-safe    the reference manager against the spec
+    python proofs/check.py --crosshair              CrossHair over the spec's contracts
+    python proofs/check.py --all --write-readme     every row of proofs/README.md
+
+Progress goes to stderr every few seconds; the exit status is 1 when any verdict differs
+from the one its check calls for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kvoffload.spec import Policy
+
+from . import contracts, rumur, table
+from .bounds import PRESETS, Bounds
+from .checks import CHECKS, CHECKS_BY_NAME, Check
+from .environment import Form
+from .explorer import Result, explore, format_trace, stderr_progress
+from .refinement import RefinementResult, refine
+
+TOOL = "proofs/check.py (Python BFS, symmetry)"
+REFINEMENTS: dict[str, tuple[Policy, Form]] = {
+    "lru-safe": (Policy.LRU, Form.SAFE), "lru-vllm": (Policy.LRU, Form.VLLM),
+    "arc-safe": (Policy.ARC, Form.SAFE), "arc-vllm": (Policy.ARC, Form.VLLM),
+}
+RUMUR_MUTATIONS = {"touch-queues-storing": "mutant:touch-queues-storing"}
+
+
+@dataclass
+class Outcome:
+    """One row's figures, whether it met its expectation, and its trace text if any."""
+
+    row: table.Row
+    expected: bool
+    trace: str = ""
+
+
+def _result_text(result: Result) -> str:
+    if result.violation is None:
+        return "holds"
+    return f"violated: {result.violation.prop} ({len(result.violation.trace)} calls)"
+
+
+def check_row(check: Check, bounds: Bounds, result: Result) -> table.Row:
+    """The README row of one check's result."""
+    return table.Row(check.about, TOOL, bounds.name.upper(), "exhaustive",
+                     _result_text(result), str(result.states), f"{result.seconds:.1f} s",
+                     f"python proofs/check.py --check {check.name} --preset {bounds.name}")
+
+
+def run_check(check: Check, bounds: Bounds, quiet: bool = False) -> Outcome:
+    """Explore one check at one preset; print its verdict, figures and any trace."""
+    result = explore(check.setup, bounds, progress=None if quiet else stderr_progress)
+    ok = result.verdict == check.expect
+    mark = "" if ok else f"  UNEXPECTED (the check calls for: {check.expect})"
+    print(f"{check.name} [{bounds.name.upper()}]: {result.verdict} - {result.states} states, "
+          f"{result.transitions} calls, depth {result.depth}, {result.seconds:.1f} s{mark}",
+          flush=True)
+    trace = ""
+    if result.violation is not None:
+        v = result.violation
+        listing = format_trace(v.trace) if v.trace else "(the initial state)"
+        print(f"  {v.prop}: {v.detail}\n" + "    " + listing.replace("\n", "\n    "))
+        trace = (f"**{check.name}** ({bounds.name.upper()}): `{v.prop}` - {v.detail}\n\n"
+                 f"```\n{listing}\n```\n")
+    return Outcome(check_row(check, bounds, result), ok, trace)
+
+
+def run_rumur(bounds: Bounds, mutation: str | None = None, symmetry: str = "exhaustive",
+              threads: int = 1) -> Outcome:
+    """The Murphi model under rumur; compared with the Python check of the same model."""
+    result = rumur.check(bounds, symmetry=symmetry, threads=threads, mutation=mutation)
+    ours = CHECKS_BY_NAME[RUMUR_MUTATIONS[mutation] if mutation else "spec-lru"]
+    rules = rumur.trace_rules(result.output)
+    name = result.error.split('"')[1] if '"' in result.error else result.error
+    text = "holds" if result.verdict == "holds" else f"violated: {name} ({len(rules)} rules)"
+    print(f"rumur [{bounds.name.upper()}{', ' + mutation if mutation else ''}]: "
+          f"{result.verdict} - {result.states} states, {result.rules_fired} rules fired, "
+          f"{result.seconds:.1f} s (generate {result.generate_seconds:.1f} s, compile "
+          f"{result.compile_seconds:.1f} s, run {result.run_seconds:.1f} s)", flush=True)
+    if rules:
+        print("    " + "\n    ".join(f"{i}. {r}" for i, r in enumerate(rules, 1)))
+    about = ("the spec-lru model written in Murphi: the spec's invariants, liveness "
+             "(some state with no copy in flight stays reachable)")
+    if mutation:
+        about = f"the Murphi model with mutant {mutation} (as {ours.name})"
+    command = f"python proofs/check.py --rumur --preset {bounds.name}"
+    command += f" --mutation {mutation}" if mutation else ""
+    row = table.Row(about, f"rumur {rumur.version().split()[-1]} (symmetry {symmetry}, "
+                    f"{threads} thread)", bounds.name.upper(), "exhaustive", text,
+                    str(result.states), f"{result.seconds:.1f} s (compile "
+                    f"{result.compile_seconds:.1f} s)", command)
+    return Outcome(row, result.verdict == ours.expect)
+
+
+def run_refinement(name: str, bounds: Bounds) -> Outcome:
+    """The reference manager against the spec on every reachable state x every call."""
+    policy, form = REFINEMENTS[name]
+    result: RefinementResult = refine(bounds, policy, form)
+    print(f"refinement {name} [{bounds.name.upper()}]: {result.verdict} - {result.states} "
+          f"states, {result.comparisons} calls compared, {result.seconds:.1f} s", flush=True)
+    text = "holds"
+    if result.divergence is not None:
+        text = "violated: outputs differ"
+        print(f"  {result.divergence.problem}\n    "
+              + format_trace(result.divergence.trace).replace("\n", "\n    "))
+    about = (f"kvoffload.impl.OffloadManager refines the spec ({policy.value.upper()}, "
+             f"{form.value} completions): equal outputs and errors")
+    row = table.Row(about, "proofs/check.py --refinement", bounds.name.upper(),
+                    "exhaustive: every reachable state x every call", text,
+                    str(result.states), f"{result.seconds:.1f} s",
+                    f"python proofs/check.py --refinement {name} --preset {bounds.name}")
+    return Outcome(row, result.verdict == "holds")
+
+
+def run_crosshair(timeout: float) -> Outcome:
+    """CrossHair over every contract of the spec."""
+    result = contracts.run(timeout)
+    print(f"crosshair: {result.summary()} - {result.seconds:.1f} s\n  {result.command}")
+    for where, status in result.statuses:
+        print(f"    {where}: {status}")
+    for error in result.errors:
+        print(f"    {error}")
+    row = table.Row("the spec's PEP 316 contracts (post: and raises: lines, pre: the "
+                    "invariants)", f"CrossHair {contracts.version()}",
+                    f"--per_condition_timeout={timeout:g}",
+                    "sampled: symbolic paths within the timeout", result.summary(), "-",
+                    f"{result.seconds:.0f} s", "python proofs/check.py --crosshair")
+    return Outcome(row, result.verdict == "holds")
+
+
+def every_row(quiet: bool) -> list[Outcome]:
+    """Every row of the README, in table order."""
+    outcomes: list[Outcome] = []
+    for preset in PRESETS.values():
+        outcomes += [run_check(c, preset, quiet) for c in CHECKS if preset.name in c.presets]
+    for preset in PRESETS.values():
+        outcomes.append(run_rumur(preset))
+    outcomes.append(run_rumur(PRESETS["tiny"], "touch-queues-storing"))
+    outcomes += [run_refinement(name, PRESETS["tiny"]) for name in REFINEMENTS]
+    outcomes.append(run_crosshair(contracts.TIMEOUT))
+    return outcomes
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python proofs/check.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", choices=sorted(PRESETS), help="the bounds (default tiny)")
+    parser.add_argument("--check", action="append", metavar="NAME", help="run this check")
+    parser.add_argument("--list", action="store_true", help="list the checks")
+    parser.add_argument("--rumur", action="store_true", help="run the Murphi model")
+    parser.add_argument("--mutation", choices=sorted(RUMUR_MUTATIONS))
+    parser.add_argument("--symmetry", default="exhaustive",
+                        choices=("exhaustive", "heuristic", "off"))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--refinement", nargs="?", const="all",
+                        choices=("all", *REFINEMENTS))
+    parser.add_argument("--crosshair", action="store_true")
+    parser.add_argument("--timeout", type=float, default=contracts.TIMEOUT,
+                        help="CrossHair's --per_condition_timeout")
+    parser.add_argument("--all", action="store_true", help="every row of the README")
+    parser.add_argument("--write-readme", action="store_true",
+                        help="with --all: rewrite the results in proofs/README.md")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = parser.parse_args(argv)
+    bounds = PRESETS[args.preset or "tiny"]
+    if args.write_readme and not args.all:
+        parser.error("--write-readme needs --all (the table has every row)")
+    if args.list:
+        for check in CHECKS:
+            print(f"{check.name:55} {','.join(check.presets):11} {check.about}")
+        return 0
+    outcomes: list[Outcome] = []
+    if args.all:
+        outcomes = every_row(args.quiet)
+    elif args.rumur:
+        outcomes.append(run_rumur(bounds, args.mutation, args.symmetry, args.threads))
+    elif args.refinement:
+        names = list(REFINEMENTS) if args.refinement == "all" else [args.refinement]
+        outcomes += [run_refinement(name, bounds) for name in names]
+    elif args.crosshair:
+        outcomes.append(run_crosshair(args.timeout))
+    else:
+        unknown = [n for n in args.check or () if n not in CHECKS_BY_NAME]
+        if unknown:
+            parser.error(f"unknown check(s) {unknown}; see --list")
+        chosen = [CHECKS_BY_NAME[n] for n in args.check] if args.check else [
+            c for c in CHECKS if bounds.name in c.presets]
+        outcomes += [run_check(c, bounds, args.quiet) for c in chosen]
+    failed = [o.row.command for o in outcomes if not o.expected]
+    if args.write_readme:
+        table.write([o.row for o in outcomes], "\n".join(o.trace for o in outcomes if o.trace))
+        print(f"wrote {table.README}")
+    if failed:
+        print(f"{len(failed)} verdict(s) differ from what the checks call for:", *failed,
+              sep="\n  ", file=sys.stderr)
+        return 1
+    return 0

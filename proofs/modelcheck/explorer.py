@@ -1,0 +1,284 @@
+"""Breadth-first exploration of every reachable node, liveness, and shortest traces.
+
+The search keeps, for each canonical form, the first node found with it (a real,
+unrenamed node) and the call that led there from its parent's real node. A trace is
+read back along these parents, so every printed trace is a sequence of calls that
+really leads from the initial state to the node it ends in: no renaming is ever
+replayed (the pitfall of TOOLING-NOTES.md). Breadth-first order makes it a shortest one.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from kvoffload.spec import Assumption, Policy, excluded_by, initial_state
+
+from .bounds import Bounds
+from .environment import Action, Environment, Form, Node, Outcome
+from .model import Model
+from .properties import LIVENESS, NODE_PROPERTIES, broken, is_quiescent
+from .symmetry import canonical
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What one exploration checks: a model, a completion form, a policy, assumptions."""
+
+    model: Model
+    form: Form
+    policy: Policy
+    assumptions: tuple[Assumption, ...] = ()
+    properties: frozenset[str] | None = None
+    """The properties that count (None: every one, liveness included if asked)."""
+    liveness: bool = True
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A property broken, why, and the shortest trace that breaks it."""
+
+    prop: str
+    detail: str
+    trace: tuple[Action, ...]
+
+
+@dataclass
+class Tree:
+    """The breadth-first tree: each node's parent and the call that reached it."""
+
+    parent: list[int]
+    via: list[Action | None]
+
+    def trace(self, i: int) -> tuple[Action, ...]:
+        """The calls from the initial node to node ``i``: a shortest trace."""
+        steps: list[Action] = []
+        while i > 0:
+            action = self.via[i]
+            if action is None:  # pragma: no cover - only the root has no call
+                break
+            steps.append(action)
+            i = self.parent[i]
+        return tuple(reversed(steps))
+
+
+@dataclass
+class Result:
+    """What one exploration found, with its figures."""
+
+    verdict: str
+    """``holds`` or ``violated``."""
+    violation: Violation | None
+    states: int
+    transitions: int
+    depth: int
+    """The greatest number of calls from the initial node to a node found."""
+    seconds: float
+    checked: tuple[str, ...] = field(default=())
+    tree: Tree | None = None
+
+
+Progress = Callable[[int, int, int, float], None]
+Visit = Callable[[int, Node, Action, Outcome], None]
+
+
+def stderr_progress(states: int, depth: int, queued: int, seconds: float) -> None:
+    """Print one progress line on stderr."""
+    rate = states / seconds if seconds else 0.0
+    print(f"  ... {states:,} states, depth {depth}, {queued:,} queued, "
+          f"{rate:,.0f} states/s", file=sys.stderr, flush=True)
+
+
+def initial_node(bounds: Bounds, policy: Policy) -> Node:
+    return Node(initial_state(bounds.capacity, policy))
+
+
+def _selected(setup: Setup) -> frozenset[str]:
+    from .properties import ALL_PROPERTIES
+
+    chosen = frozenset(ALL_PROPERTIES) if setup.properties is None else setup.properties
+    return chosen if setup.liveness else chosen - {LIVENESS}
+
+
+def explore(setup: Setup, bounds: Bounds, *, symmetry: bool = True,
+            progress: Progress | None = None, every: float = 2.0,
+            visit: Visit | None = None) -> Result:
+    """Explore every node reachable within ``bounds``; stop at the first violation.
+
+    ``visit(i, node, action, outcome)`` is called for every call made from every node
+    (``i`` is the node's number in the tree), for checks that need every edge.
+    """
+    start = time.perf_counter()
+    env = Environment(setup.model, bounds, setup.form)
+    selected = _selected(setup)
+    keys = bounds.keys
+    root = initial_node(bounds, setup.policy)
+    cache: dict[Node, tuple[object, tuple[int, ...] | None]] = {}
+
+    def canon(node: Node) -> tuple[object, tuple[int, ...] | None]:
+        """The canonical form, once per real node (most successors were seen before)."""
+        if not symmetry:
+            return node, None
+        found = cache.get(node)
+        if found is None:
+            found = cache[node] = canonical(node, keys)
+        return found
+
+    form, classes = canon(root)
+    ids: dict[object, int] = {form: 0}
+    parent: list[int] = [-1]
+    via: list[Action | None] = [None]
+    depth_of: list[int] = [0]
+    quiet: list[bool] = [is_quiescent(root)]
+    edges_from: list[int] = []
+    edges_to: list[int] = []
+    transitions = 0
+    frontier: list[tuple[Node, int, tuple[int, ...] | None]] = [(root, 0, classes)]
+    depth = 0
+    last = start
+
+    tree = Tree(parent, via)
+
+    def trace(i: int, extra: Action | None = None) -> tuple[Action, ...]:
+        return tree.trace(i) + (() if extra is None else (extra,))
+
+    def result(violation: Violation | None) -> Result:
+        return Result("holds" if violation is None else "violated", violation, len(ids),
+                      transitions, depth_of[-1], time.perf_counter() - start,
+                      tuple(sorted(selected)), tree)
+
+    bad = broken(root, selected)
+    if bad is not None:
+        return result(Violation(bad, _doc(bad), ()))
+    while frontier:
+        next_frontier: list[tuple[Node, int, tuple[int, ...] | None]] = []
+        for node, i, classes in frontier:
+            for action in env.actions(node, classes if symmetry else None):
+                if setup.assumptions and excluded_by(node.state, action.call,
+                                                     setup.assumptions):
+                    continue
+                transitions += 1
+                outcome = env.step(node, action)
+                if visit is not None:
+                    visit(i, node, action, outcome)
+                if outcome.violation is not None and outcome.violation[0] in selected:
+                    prop, detail = outcome.violation
+                    return result(Violation(prop, detail, trace(i, action)))
+                new = outcome.node
+                if new is None:
+                    continue
+                if new is node:
+                    j = i
+                else:
+                    form, new_classes = canon(new)
+                    found = ids.get(form)
+                    if found is None:
+                        j = len(ids)
+                        ids[form] = j
+                        parent.append(i)
+                        via.append(action)
+                        depth_of.append(depth + 1)
+                        quiet.append(is_quiescent(new))
+                        bad = broken(new, selected)
+                        if bad is not None:
+                            return result(Violation(bad, _doc(bad), trace(j)))
+                        next_frontier.append((new, j, new_classes))
+                    else:
+                        j = found
+                if action.delivers_jobs and j != i:
+                    edges_from.append(i)
+                    edges_to.append(j)
+            if progress is not None and transitions % 256 == 0:
+                now = time.perf_counter()
+                if now - last >= every:
+                    last = now
+                    progress(len(ids), depth, len(next_frontier), now - start)
+        frontier = next_frontier
+        if frontier:
+            depth += 1
+    if LIVENESS in selected:
+        stuck = _first_stuck(len(ids), quiet, edges_from, edges_to)
+        if stuck is not None:
+            return result(Violation(LIVENESS, "from the last state no sequence of "
+                                    "completions reaches quiescence (no job outstanding, "
+                                    "nothing STORING, no reader, no orphan)", trace(stuck)))
+    return result(None)
+
+
+def _first_stuck(count: int, quiet: Sequence[bool], edges_from: Sequence[int],
+                 edges_to: Sequence[int]) -> int | None:
+    """The first node (in breadth-first order) that cannot reach a quiescent node."""
+    back: list[list[int]] = [[] for _ in range(count)]
+    for src, dst in zip(edges_from, edges_to, strict=True):
+        back[dst].append(src)
+    good = list(quiet)
+    work = [i for i in range(count) if quiet[i]]
+    while work:
+        i = work.pop()
+        for src in back[i]:
+            if not good[src]:
+                good[src] = True
+                work.append(src)
+    return next((i for i in range(count) if not good[i]), None)
+
+
+def _doc(prop: str) -> str:
+    for p in NODE_PROPERTIES:
+        if p.__name__ == prop:
+            return " ".join((p.__doc__ or prop).split())
+    return prop
+
+
+def replay(setup: Setup, bounds: Bounds, trace: Iterable[Action]
+           ) -> tuple[list[Node], tuple[str, str] | None]:
+    """Run ``trace`` from the initial node, independently of any exploration.
+
+    Returns the nodes visited (the initial one first) and the first call-level rule
+    broken on the way (None if none was). Raises ValueError if a call of the trace is
+    not one the environment may make in the node it is made in.
+    """
+    env = Environment(setup.model, bounds, setup.form)
+    node = initial_node(bounds, setup.policy)
+    nodes = [node]
+    for action in trace:
+        allowed = list(env.actions(node, None))
+        if action not in allowed:
+            raise ValueError(f"{action} is not a call the environment makes here")
+        if setup.assumptions and excluded_by(node.state, action.call, setup.assumptions):
+            raise ValueError(f"{action} is ruled out by the assumptions")
+        outcome = env.step(node, action)
+        if outcome.violation is not None:
+            return nodes, outcome.violation
+        if outcome.node is None:
+            raise ValueError(f"{action} raised {outcome.output!r}; a trace cannot go on")
+        node = outcome.node
+        nodes.append(node)
+    return nodes, None
+
+
+def format_trace(trace: Sequence[Action]) -> str:
+    """A trace as a numbered list of calls."""
+    width = len(str(len(trace)))
+    return "\n".join(f"{i:>{width}}. {action}" for i, action in enumerate(trace, start=1))
+
+
+def completions_reach_quiescence(setup: Setup, bounds: Bounds, node: Node) -> bool:
+    """Can delivering completions alone lead from ``node`` to quiescence? (no reduction)"""
+    env = Environment(setup.model, bounds, setup.form)
+    seen = {node}
+    work = [node]
+    while work:
+        current = work.pop()
+        if is_quiescent(current):
+            return True
+        for action in env.actions(current, None):
+            if not action.delivers_jobs or (setup.assumptions and excluded_by(
+                    current.state, action.call, setup.assumptions)):
+                continue
+            nxt = env.step(current, action).node
+            if nxt is not None and nxt not in seen:
+                seen.add(nxt)
+                work.append(nxt)
+    return False

@@ -1,0 +1,108 @@
+"""Properties of every reachable node: the spec's invariants and the environment's.
+
+The spec's :data:`~kvoffload.spec.invariants.INVARIANTS` speak of the state alone. The
+environment-level properties relate the state to the copies workers are really running
+(the outstanding jobs), which the state cannot know about when the API carries no job
+identity: that is where the hazards of DESIGN.md point 7 live.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+from kvoffload.spec import INVARIANTS, CopyKind, Phase
+
+from .environment import LOAD, STORE, Node
+
+
+def jobs_match_copies(node: Node) -> bool:
+    """Per key, the manager knows of as many running copies as workers run: one store
+    per STORING block or store orphan, one load per reader or per orphaned load due."""
+    s = node.state
+    due: Counter[tuple[str, object]] = Counter()
+    for b in s.blocks:
+        if b.phase is Phase.STORING:
+            due[STORE, b.key] += 1
+        due[LOAD, b.key] += b.readers
+    for o in s.orphans:
+        due[STORE if o.kind is CopyKind.STORE else LOAD, o.key] += o.count
+    running = Counter((kind, key) for kind, key, _, _ in node.jobs)
+    return +due == running
+
+
+def running_copies_own_their_slots(node: Node) -> bool:
+    """A slot under a running copy belongs to that copy's block: one store, or loads of
+    one block, and no live block or orphan of another key or epoch (no use-after-free)."""
+    s = node.state
+    by_slot: dict[int, list[tuple[str, object, int]]] = {}
+    for kind, key, epoch, slot in node.jobs:
+        by_slot.setdefault(slot, []).append((kind, key, epoch))
+    owner: dict[int, tuple[object, int]] = {}
+    for slot, jobs in by_slot.items():
+        owners = {(key, epoch) for _, key, epoch in jobs}
+        if len(owners) > 1 or (len(jobs) > 1 and any(k == STORE for k, _, _ in jobs)):
+            return False
+        owner[slot] = owners.pop()
+    if any(b.slot in owner and owner[b.slot] != (b.key, s.epoch) for b in s.blocks):
+        return False
+    return all(o.slot not in owner or owner[o.slot] == (o.key, o.epoch) for o in s.orphans)
+
+
+def ready_blocks_are_not_being_written(node: Node) -> bool:
+    """No READY block has a store still running on its slot: a block is READY only once
+    its own data is written (the stale-completion hazard breaks this)."""
+    writing = {slot for kind, _, _, slot in node.jobs if kind == STORE}
+    return not any(b.phase is Phase.READY and b.slot in writing for b in node.state.blocks)
+
+
+def is_quiescent(node: Node) -> bool:
+    """No copy running anywhere: no job outstanding, nothing STORING, no reader, no orphan."""
+    return not node.jobs and not node.state.in_flight()
+
+
+NodeProperty = Callable[[Node], bool]
+
+ENVIRONMENT_PROPERTIES: tuple[NodeProperty, ...] = (
+    jobs_match_copies,
+    running_copies_own_their_slots,
+    ready_blocks_are_not_being_written,
+)
+
+
+def _lift(invariant: Callable[..., bool]) -> NodeProperty:
+    def holds(node: Node) -> bool:
+        return invariant(node.state)
+
+    holds.__name__ = invariant.__name__
+    holds.__doc__ = invariant.__doc__
+    return holds
+
+
+NODE_PROPERTIES: tuple[NodeProperty, ...] = (
+    *(_lift(inv) for inv in INVARIANTS), *ENVIRONMENT_PROPERTIES)
+"""Every property checked in every reachable node, spec invariants first."""
+
+EDGE_PROPERTIES: tuple[str, ...] = (
+    "lookup_reports_phase", "lookup_is_pure", "touch_changes_only_recency",
+    "rejection_only_when_unavoidable", "rejection_is_atomic", "evicts_only_evictable",
+    "evicts_only_as_needed", "store_slots_were_free", "store_plan_is_exact",
+    "load_plan_is_exact", "completions_attributed", "ignored_completions_change_nothing",
+    "reset_starts_next_epoch", "events_replay_to_ready_set", "misuse_rejected",
+    "misuse_changes_nothing", "legit_calls_accepted", "no_internal_errors",
+)
+"""The rules each single call is checked against (:mod:`.environment`)."""
+
+LIVENESS = "quiescence_reachable"
+"""From every reachable node, delivering completions can reach quiescence."""
+
+ALL_PROPERTIES: tuple[str, ...] = (
+    *(p.__name__ for p in NODE_PROPERTIES), *EDGE_PROPERTIES, LIVENESS)
+
+
+def broken(node: Node, selected: frozenset[str]) -> str | None:
+    """The first selected node property ``node`` breaks, or None."""
+    for prop in NODE_PROPERTIES:
+        if prop.__name__ in selected and not prop(node):
+            return prop.__name__
+    return None

@@ -1,0 +1,197 @@
+"""Bounded refinement: the reference manager answers every call as the spec does.
+
+Exhaustive at a bound, not sampled: the model checker first enumerates every node the
+spec reaches within the bound (with its shortest trace). Then, for every reachable node
+and every call the environment may make there, a fresh manager is driven along the
+node's trace and given the call, and its output is compared with the spec's. The spec
+follows the manager's slot choices (any free slot is allowed; the spec checks it), while
+victims must be the spec's exact LRU / ARC victims. A call that must raise must raise
+the same misuse error and leave the manager's view unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from kvoffload.spec import (
+    CacheState,
+    Call,
+    Completion,
+    Events,
+    KvOffloadError,
+    LoadPlan,
+    LookupResult,
+    Op,
+    Output,
+    Policy,
+    StorePlan,
+    StoreRejected,
+    apply,
+    initial_state,
+)
+
+from .bounds import Bounds
+from .environment import Action, Form, Node, Outcome
+from .explorer import Setup, explore
+from .model import SPEC
+
+
+class NativeManager(Protocol):
+    """The native manager API (``docs/native-api.md``)."""
+
+    def lookup(self, key: object) -> LookupResult: ...
+    def prepare_load(self, keys: Sequence[object]) -> LoadPlan: ...
+    def complete_load(self, keys: Sequence[object], epoch: int | None = None
+                      ) -> Completion: ...
+    def touch(self, keys: Sequence[object]) -> None: ...
+    def prepare_store(self, keys: Sequence[object]) -> StorePlan | StoreRejected: ...
+    def complete_store(self, keys: Sequence[object], success: bool = True,
+                       epoch: int | None = None) -> Completion: ...
+    def reset_cache(self) -> int: ...
+    def take_events(self) -> Events: ...
+
+
+Factory = Callable[[int, Policy], NativeManager]
+
+
+def reference_manager(capacity: int, policy: Policy) -> NativeManager:
+    """``kvoffload.impl.OffloadManager``, imported only when refinement runs."""
+    from kvoffload.impl import OffloadManager
+
+    manager: NativeManager = OffloadManager(capacity, policy)
+    return manager
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first call on which the manager and the spec disagree."""
+
+    trace: tuple[Action, ...]
+    problem: str
+
+
+@dataclass(frozen=True)
+class RefinementResult:
+    verdict: str
+    states: int
+    comparisons: int
+    seconds: float
+    divergence: Divergence | None
+
+
+def call_manager(manager: NativeManager, call: Call) -> Output:
+    """Make ``call`` on a native manager."""
+    op = call.op
+    if op is Op.LOOKUP:
+        return manager.lookup(call.keys[0])
+    if op is Op.PREPARE_LOAD:
+        return manager.prepare_load(call.keys)
+    if op is Op.COMPLETE_LOAD:
+        return manager.complete_load(call.keys, epoch=call.epoch)
+    if op is Op.TOUCH:
+        manager.touch(call.keys)
+        return None
+    if op is Op.PREPARE_STORE:
+        return manager.prepare_store(call.keys)
+    if op is Op.COMPLETE_STORE:
+        return manager.complete_store(call.keys, success=call.success, epoch=call.epoch)
+    if op is Op.RESET_CACHE:
+        return manager.reset_cache()
+    return manager.take_events()
+
+
+def _view(manager: NativeManager) -> object:
+    view = getattr(manager, "view", None)
+    return view() if callable(view) else None
+
+
+def _describe(result: Output | BaseException) -> str:
+    if isinstance(result, BaseException):
+        return f"raises {type(result).__name__}: {result}"
+    return repr(result)
+
+
+def compare(state: CacheState, manager: NativeManager, call: Call
+            ) -> tuple[CacheState | None, str | None]:
+    """Make ``call`` on both; the spec's next state, or the disagreement in words."""
+    before = _view(manager)
+    try:
+        got: Output | BaseException = call_manager(manager, call)
+    except KvOffloadError as error:
+        got = error
+    slots = got.slots if isinstance(got, StorePlan) else None
+    try:
+        new, want = apply(state, call, slots=slots)
+        expected: Output | BaseException = want
+    except KvOffloadError as error:
+        new, expected = None, error
+    if isinstance(expected, BaseException) or isinstance(got, BaseException):
+        same = type(expected) is type(got)
+        if same and isinstance(got, BaseException) and _view(manager) != before:
+            return None, f"{_describe(got)} but its state changed"
+    else:
+        same = expected == got
+    if not same:
+        return None, f"spec: {_describe(expected)}; manager: {_describe(got)}"
+    return new, None
+
+
+def _lockstep(factory: Factory, bounds: Bounds, policy: Policy, trace: Sequence[Action]
+              ) -> tuple[CacheState, Divergence | None]:
+    """Drive a fresh manager and the spec along ``trace``, comparing every call."""
+    manager = factory(bounds.capacity, policy)
+    state = initial_state(bounds.capacity, policy)
+    for n, action in enumerate(trace):
+        new, problem = compare(state, manager, action.call)
+        if problem is not None or new is None:
+            return state, Divergence(tuple(trace[:n + 1]), problem or "the call raised")
+        state = new
+    return state, None
+
+
+def _driven(factory: Factory, bounds: Bounds, policy: Policy, trace: Sequence[Action]
+            ) -> NativeManager:
+    """A fresh manager driven along ``trace`` (already compared by :func:`_lockstep`)."""
+    manager = factory(bounds.capacity, policy)
+    for action in trace:
+        call_manager(manager, action.call)
+    return manager
+
+
+def refine(bounds: Bounds, policy: Policy, form: Form, factory: Factory = reference_manager
+           ) -> RefinementResult:
+    """Compare the manager with the spec on every reachable node x every call."""
+    start = time.perf_counter()
+    calls: dict[int, list[Action]] = {}
+
+    def visit(i: int, node: Node, action: Action, outcome: Outcome) -> None:
+        calls.setdefault(i, []).append(action)
+
+    explored = explore(Setup(SPEC, form, policy, properties=frozenset(), liveness=False),
+                       bounds, visit=visit)
+    tree = explored.tree
+    if tree is None:  # pragma: no cover - explore always returns its tree
+        raise RuntimeError("the exploration kept no tree")
+    comparisons = 0
+
+    def result(divergence: Divergence | None) -> RefinementResult:
+        return RefinementResult("holds" if divergence is None else "violated",
+                                explored.states, comparisons, time.perf_counter() - start,
+                                divergence)
+
+    for i in range(explored.states):
+        trace = tree.trace(i)
+        state, divergence = _lockstep(factory, bounds, policy, trace)
+        comparisons += len(trace)
+        if divergence is not None:
+            return result(divergence)
+        for action in calls.get(i, ()):
+            manager = _driven(factory, bounds, policy, trace)
+            _, problem = compare(state, manager, action.call)
+            comparisons += 1
+            if problem is not None:
+                return result(Divergence((*trace, action), problem))
+    return result(None)

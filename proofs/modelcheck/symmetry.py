@@ -1,0 +1,123 @@
+"""Symmetry reduction: one canonical form per class of nodes equal up to renaming.
+
+Keys are interchangeable in the spec (it only hashes and compares them), and so are
+slots (it only asks which are free; the lowest free slot it hands out is one choice
+among equivalent ones, and any other free slot gives a renamed state). So nodes that
+differ only by a renaming of keys and slots behave alike, and the explorer keeps one.
+
+The canonical form used here is the multiset of per-key *components*: everything the
+node says about one key (its block, orphans, jobs, recency positions, whether it was
+announced), with the key's slots renumbered in the order its component lists them.
+When no slot is shared between keys, a node is the disjoint union of its components,
+so this multiset (with the epoch and ARC's ``p``) determines the node up to renaming,
+and two renamings of one node give the same multiset: the form is exact and needs no
+search over permutations. When two keys share a slot (only in states that already
+break a property) the form falls back to the least encoding over every permutation of
+keys and slots (:func:`exact_form`), which is exact too, only slower.
+
+The argument that the lowest free slot stands for every free slot needs the free slots
+to be unreferenced. A job running on a slot the state counts as free (only after a
+reset that does not hold slots back, or after a vLLM-form completion was attributed to
+another copy) makes that slot distinguishable; in such nodes the environment tries
+every free-slot choice instead (:func:`~.environment.jobs_on_free_slots`), so the
+explored behaviour is the spec's "any free slot" in every node, which is symmetric under
+every renaming of slots, and such nodes take the exact form.
+
+Keys with equal components are interchangeable in that node; :func:`canonical` returns
+these classes so the environment can also skip calls that are renamings of each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from itertools import permutations
+
+from kvoffload.spec import ArcLists, LruOrder
+
+from .environment import Node
+
+Form = Hashable
+
+
+def _recency(node: Node) -> tuple[dict[object, list[tuple[int, int]]], int]:
+    """Each key's positions in the recency lists, and ARC's ``p`` (-1 under LRU)."""
+    rec = node.state.recency
+    where: dict[object, list[tuple[int, int]]] = {}
+    if isinstance(rec, LruOrder):
+        for i, key in enumerate(rec.order):
+            where.setdefault(key, []).append((0, i))
+        return where, -1
+    for list_id, keys in enumerate((rec.t1, rec.t2, rec.b1, rec.b2), start=1):
+        for i, key in enumerate(keys):
+            where.setdefault(key, []).append((list_id, i))
+    return where, rec.p
+
+
+def canonical(node: Node, keys: tuple[str, ...]) -> tuple[Form, tuple[int, ...] | None]:
+    """The node's canonical form, and each key's symmetry class (None: not computed).
+
+    ``keys`` is the key universe; keys outside every component all get the empty one.
+    """
+    s = node.state
+    items: dict[object, list[tuple[int, str, int, int, int]]] = {}
+    owner: dict[int, object] = {}
+    shared = False
+    for b in s.blocks:
+        items.setdefault(b.key, []).append((0, b.phase.value, b.readers, 0, b.slot))
+        shared |= owner.setdefault(b.slot, b.key) != b.key
+    for o in s.orphans:
+        items.setdefault(o.key, []).append((1, o.kind.value, o.epoch, o.count, o.slot))
+        shared |= owner.setdefault(o.slot, o.key) != o.key
+    held = set(owner)
+    for kind, key, epoch, slot in node.jobs:
+        if slot not in held:
+            return ("dangling", exact_form(node, keys)), None
+        items.setdefault(key, []).append((2, kind, epoch, 0, slot))
+        shared |= owner.setdefault(slot, key) != key
+    if shared:
+        return ("shared", exact_form(node, keys)), None
+    where, p = _recency(node)
+    announced = s.announced
+    sigs = []
+    for key in keys:
+        local: dict[int, int] = {}
+        component = tuple((tag, a, b, c, local.setdefault(slot, len(local)))
+                          for tag, a, b, c, slot in sorted(items.get(key, ())))
+        sigs.append((component, tuple(where.get(key, ())), key in announced))
+    distinct = sorted(set(sigs))
+    cls = {sig: i for i, sig in enumerate(distinct)}
+    return (s.epoch, p, tuple(sorted(sigs))), tuple(cls[sig] for sig in sigs)
+
+
+def _encode(node: Node, kmap: dict[object, int], smap: dict[int, int]) -> tuple[object, ...]:
+    s = node.state
+    rec = s.recency
+    order: tuple[object, ...]
+    if isinstance(rec, ArcLists):
+        order = (tuple(kmap[k] for k in rec.t1), tuple(kmap[k] for k in rec.t2),
+                 tuple(kmap[k] for k in rec.b1), tuple(kmap[k] for k in rec.b2), rec.p)
+    else:
+        order = tuple(kmap[k] for k in rec.order)
+    return (
+        s.epoch, order,
+        tuple(sorted((kmap[b.key], b.phase.value, b.readers, smap[b.slot]) for b in s.blocks)),
+        tuple(sorted((kmap[o.key], o.kind.value, o.epoch, o.count, smap[o.slot])
+                     for o in s.orphans)),
+        tuple(sorted((kmap[key], kind, epoch, smap[slot]) for kind, key, epoch, slot
+                     in node.jobs)),
+        tuple(sorted(kmap[k] for k in s.announced)),
+    )
+
+
+def exact_form(node: Node, keys: tuple[str, ...]) -> tuple[object, ...]:
+    """The least encoding of the node over every renaming of keys and slots.
+
+    Exact by construction, and slow (|keys|! x capacity! encodings): the reference the
+    fast form is tested against, and the form of nodes where keys share slots or jobs
+    run on free slots.
+    """
+    slots = range(node.state.capacity)
+    return min(
+        _encode(node, dict(zip(kperm, range(len(keys)), strict=True)),
+                dict(zip(sperm, slots, strict=True)))
+        for kperm in permutations(keys) for sperm in permutations(slots))

@@ -1,0 +1,32 @@
+"""The command line: listing, one check with its trace, exit status."""
+
+from __future__ import annotations
+
+import pytest
+from proofs.modelcheck.cli import main
+
+
+def test_list_names_every_check(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert "spec-lru" in out
+    assert "mutant:evicts-pinned" in out
+
+
+def test_a_caught_mutant_prints_its_numbered_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--check", "mutant:touch-queues-storing", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "violated" in out
+    assert "lru_queues_evictable_blocks" in out
+    assert "1. prepare_store(['a'])" in out
+    assert "2. touch(['a'])" in out
+
+
+def test_unknown_check_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit):
+        main(["--check", "no-such-check"])
+
+
+def test_write_readme_needs_all() -> None:
+    with pytest.raises(SystemExit):
+        main(["--write-readme"])

@@ -1,0 +1,136 @@
+"""The environment: jobs, the call alphabet, and the rules checked on each call."""
+
+from __future__ import annotations
+
+from proofs.modelcheck.bounds import TINY
+from proofs.modelcheck.environment import Action, Environment, Expect, Form, Node
+from proofs.modelcheck.model import SPEC
+from proofs.modelcheck.mutants import MUTANTS_BY_NAME
+
+from kvoffload.spec import (
+    Call,
+    NotReadable,
+    Op,
+    Policy,
+    UnknownEpoch,
+    UnmatchedCompleteLoad,
+    initial_state,
+)
+
+
+def _env(form: Form = Form.SAFE) -> Environment:
+    return Environment(SPEC, TINY, form)
+
+
+def _run(env: Environment, calls: list[Action]) -> Node:
+    node = Node(initial_state(TINY.capacity, Policy.LRU))
+    for action in calls:
+        outcome = env.step(node, action)
+        assert outcome.violation is None, outcome.violation
+        assert outcome.node is not None
+        node = outcome.node
+    return node
+
+
+def _find(env: Environment, node: Node, text: str) -> Action:
+    matches = [a for a in env.actions(node, None) if str(a) == text]
+    assert len(matches) == 1, [str(a) for a in env.actions(node, None)]
+    return matches[0]
+
+
+def test_prepare_store_starts_one_job_per_planned_key() -> None:
+    env = _env()
+    node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a", "b")))])
+    assert node.jobs == (("store", "a", 0, 0), ("store", "b", 0, 1))
+
+
+def test_prepare_load_starts_one_job_per_distinct_key() -> None:
+    env = _env()
+    node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
+    node = _run_from(env, node, "complete_store(['a'], epoch=0)")
+    node = _run_from(env, node, "prepare_load(['a', 'a'])")
+    assert node.jobs == (("load", "a", 0, 0),)
+
+
+def _run_from(env: Environment, node: Node, text: str) -> Node:
+    outcome = env.step(node, _find(env, node, text))
+    assert outcome.violation is None
+    assert outcome.node is not None
+    return outcome.node
+
+
+def test_completions_name_the_jobs_epoch_in_the_safe_form_only() -> None:
+    for form, text in ((Form.SAFE, "complete_store(['a'], epoch=0)"),
+                       (Form.VLLM, "complete_store(['a'])")):
+        env = _env(form)
+        node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
+        assert _run_from(env, node, text).jobs == ()
+
+
+def test_stale_completions_carry_their_origin_in_the_vllm_form() -> None:
+    env = _env(Form.VLLM)
+    node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",))), Action(Call(Op.RESET_CACHE))])
+    stale = _find(env, node, "complete_store(['a'])  # job of epoch 0")
+    assert stale.call.epoch is None
+    assert stale.call.origin == 0
+    assert stale.jobs == (("store", "a", 0, 0),)
+
+
+def test_misuse_calls_expect_their_error() -> None:
+    env = _env()
+    node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
+    expected = {str(a): a.error for a in env.actions(node, None) if a.expect is Expect.MISUSE}
+    assert expected["prepare_load(['a'])"] is NotReadable
+    assert expected["complete_load(['b'], epoch=0)"] is UnmatchedCompleteLoad
+    assert expected["complete_store(['a'], epoch=1)"] is UnknownEpoch
+    outcome = env.step(node, _find(env, node, "prepare_load(['a'])"))
+    assert outcome.node is None
+    assert outcome.violation is None
+    assert isinstance(outcome.output, NotReadable)
+
+
+def test_a_completion_with_no_job_must_be_ignored() -> None:
+    env = _env()
+    node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
+    ignored = [a for a in env.actions(node, None) if a.expect is Expect.IGNORED]
+    assert {str(a) for a in ignored} >= {"complete_store(['b'], epoch=0)",
+                                         "complete_store(['b'], success=False, epoch=0)"}
+    assert not any(a.call.keys == ("a",) for a in ignored)
+
+
+def test_resets_and_readers_stay_within_the_bounds() -> None:
+    env = _env()
+    node = _run(env, [Action(Call(Op.RESET_CACHE))])
+    assert not any(a.call.op is Op.RESET_CACHE for a in env.actions(node, None))
+    node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
+    node = _run_from(env, node, "complete_store(['a'], epoch=0)")
+    node = _run_from(env, node, "prepare_load(['a'])")
+    loads = [a for a in env.actions(node, None)
+             if a.call.op is Op.PREPARE_LOAD and a.expect is Expect.ACCEPT]
+    assert not any("a" in a.call.keys for a in loads)  # TINY allows one reader
+
+
+def test_symmetric_calls_are_made_once() -> None:
+    env = _env()
+    node = Node(initial_state(TINY.capacity, Policy.LRU))
+    reduced = [str(a) for a in env.actions(node, (0, 0, 0))]
+    assert "lookup('a')" in reduced
+    assert "lookup('b')" not in reduced
+    assert "prepare_store(['a', 'b'])" in reduced
+    assert "prepare_store(['b', 'c'])" not in reduced
+    assert "prepare_store(['a', 'a'])" in reduced
+    assert len(reduced) < len(list(env.actions(node, None)))
+
+
+def test_each_call_rule_can_fail() -> None:
+    """Mutants break the call rules the environment checks (not only node properties)."""
+    node = Node(initial_state(TINY.capacity, Policy.LRU))
+    env = Environment(MUTANTS_BY_NAME["unmatched-complete-load"].model, TINY, Form.SAFE)
+    outcome = env.step(node, _find(env, node, "complete_load(['a'], epoch=0)"))
+    assert outcome.violation is not None
+    assert outcome.violation[0] == "misuse_rejected"
+    env = Environment(MUTANTS_BY_NAME["lookup-storing-is-miss"].model, TINY, Form.SAFE)
+    node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
+    outcome = env.step(node, _find(env, node, "lookup('a')"))
+    assert outcome.violation is not None
+    assert outcome.violation[0] == "lookup_reports_phase"

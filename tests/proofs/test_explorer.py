@@ -1,0 +1,128 @@
+"""Exploration results: every counterexample replays, traces are shortest, verdicts hold.
+
+Every violated TINY check's trace is replayed from the initial state by
+:func:`~proofs.modelcheck.explorer.replay`, which shares nothing with the search but
+the environment's step: the trace must be made of calls the environment may make, and
+must break the property the check reports, at its last call (a call rule), in its
+last node (a node property), or from its last node on (liveness).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from proofs.modelcheck.bounds import TINY
+from proofs.modelcheck.checks import CHECKS, CHECKS_BY_NAME
+from proofs.modelcheck.environment import Action, Environment, Form
+from proofs.modelcheck.explorer import (
+    Result,
+    Setup,
+    completions_reach_quiescence,
+    explore,
+    format_trace,
+    initial_node,
+    replay,
+)
+from proofs.modelcheck.model import SPEC
+from proofs.modelcheck.properties import LIVENESS, NODE_PROPERTIES
+
+from kvoffload.spec import Call, Op, Policy
+
+RunCheck = Callable[..., Result]
+"""The ``run_check`` fixture of conftest.py."""
+
+
+TINY_CHECKS = [c.name for c in CHECKS if "tiny" in c.presets]
+VIOLATED = [c.name for c in CHECKS if "tiny" in c.presets and c.expect == "violated"]
+
+
+@pytest.mark.parametrize("name", TINY_CHECKS)
+def test_verdict_is_the_one_the_check_calls_for(name: str, run_check: RunCheck) -> None:
+    assert run_check(name).verdict == CHECKS_BY_NAME[name].expect
+
+
+@pytest.mark.parametrize("name", VIOLATED)
+def test_counterexample_replays_from_the_initial_state(name: str, run_check: RunCheck) -> None:
+    check = CHECKS_BY_NAME[name]
+    violation = run_check(name).violation
+    assert violation is not None
+    nodes, broken = replay(check.setup, TINY, violation.trace)
+    node_props = {p.__name__: p for p in NODE_PROPERTIES}
+    if violation.prop == LIVENESS:
+        assert broken is None
+        assert not completions_reach_quiescence(check.setup, TINY, nodes[-1])
+    elif violation.prop in node_props:
+        assert broken is None
+        assert len(nodes) == len(violation.trace) + 1
+        assert not node_props[violation.prop](nodes[-1])
+        assert all(node_props[violation.prop](n) for n in nodes[:-1])
+    else:
+        assert broken is not None
+        assert broken[0] == violation.prop
+        assert len(nodes) == len(violation.trace)
+
+
+def test_stale_completion_trace_is_the_known_shortest(run_check: RunCheck) -> None:
+    violation = run_check("spec-vllm-form").violation
+    assert violation is not None
+    assert format_trace(violation.trace).splitlines() == [
+        "1. prepare_store(['a'])",
+        "2. reset_cache()",
+        "3. prepare_store(['a'])",
+        "4. complete_store(['a'])  # job of epoch 0",
+    ]
+
+
+def test_slot_reuse_trace_is_the_known_shortest(run_check: RunCheck) -> None:
+    violation = run_check("hazard:reset-without-hold-back").violation
+    assert violation is not None
+    assert [str(a) for a in violation.trace] == [
+        "prepare_store(['a'])", "reset_cache()", "prepare_store(['a'])  # into slot(s) 0"]
+
+
+@pytest.mark.parametrize("name", ["spec-vllm-form", "hazard:reset-without-hold-back",
+                                  "mutant:events-miss-removals"])
+def test_no_shorter_trace_exists(name: str, run_check: RunCheck) -> None:
+    """An independent search without symmetry, one call short of the trace, finds no
+    violation of the property: breadth-first order made the trace a shortest one."""
+    check = CHECKS_BY_NAME[name]
+    found = run_check(name).violation
+    assert found is not None
+    env = Environment(check.setup.model, TINY, check.setup.form)
+    prop = {p.__name__: p for p in NODE_PROPERTIES}.get(found.prop)
+    level = {initial_node(TINY, check.setup.policy)}
+    seen = set(level)
+    for _ in range(len(found.trace) - 1):
+        following = set()
+        for node in level:
+            for action in env.actions(node, None):
+                outcome = env.step(node, action)
+                assert outcome.violation is None or outcome.violation[0] != found.prop
+                if outcome.node is not None and outcome.node not in seen:
+                    assert prop is None or prop(outcome.node)
+                    seen.add(outcome.node)
+                    following.add(outcome.node)
+        level = following
+    assert level
+
+
+def test_replay_rejects_a_call_the_environment_cannot_make() -> None:
+    setup = Setup(SPEC, Form.SAFE, Policy.LRU)
+    bogus = Action(Call(Op.COMPLETE_STORE, ("a",), epoch=0), jobs=(("store", "a", 0, 0),))
+    with pytest.raises(ValueError, match="not a call the environment makes"):
+        replay(setup, TINY, [bogus])
+
+
+def test_liveness_trace_ends_where_completions_cannot_reach_quiescence(run_check: RunCheck) -> None:
+    violation = run_check("spec-vllm-form+no-stale-completions:liveness").violation
+    assert violation is not None
+    assert violation.prop == LIVENESS
+    assert [str(a) for a in violation.trace] == ["prepare_store(['a'])", "reset_cache()"]
+
+
+def test_spec_state_counts_do_not_depend_on_hash_order(run_check: RunCheck) -> None:
+    """Same count again in this process (hash seeds differ between processes; the
+    recorded-rows test checks against another process's count)."""
+    assert explore(CHECKS_BY_NAME["spec-lru"].setup, TINY).states == run_check(
+        "spec-lru").states

@@ -1,0 +1,72 @@
+"""Bounded refinement of the reference manager, and that the comparison can fail."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pytest
+from proofs.modelcheck.bounds import TINY, Bounds
+from proofs.modelcheck.environment import Form
+from proofs.modelcheck.refinement import NativeManager, refine
+
+from kvoffload.impl import OffloadManager
+from kvoffload.spec import Completion, LookupResult, Policy, UnmatchedCompleteLoad
+
+SMALLER = Bounds("smaller", capacity=1, keys=("a", "b"), resets=1, readers=1, width=2)
+
+
+class _StoringIsMiss(OffloadManager):
+    def lookup(self, key: object) -> LookupResult:
+        found = super().lookup(key)
+        return LookupResult.MISS if found is LookupResult.PENDING else found
+
+
+class _SwallowsUnmatched(OffloadManager):
+    def complete_load(self, keys: Iterable[object], epoch: int | None = None) -> Completion:
+        try:
+            return super().complete_load(keys, epoch)
+        except UnmatchedCompleteLoad:
+            return Completion()
+
+
+def _factory(cls: type[OffloadManager]) -> object:
+    def make(capacity: int, policy: Policy) -> NativeManager:
+        manager: NativeManager = cls(capacity, policy)
+        return manager
+
+    return make
+
+
+@pytest.mark.parametrize("form", [Form.SAFE, Form.VLLM], ids=["safe", "vllm"])
+def test_reference_manager_refines_the_spec_lru(form: Form) -> None:
+    result = refine(TINY, Policy.LRU, form)
+    assert result.divergence is None, result.divergence
+    assert result.verdict == "holds"
+    assert result.comparisons > result.states > 100
+
+
+def test_reference_manager_refines_the_spec_arc_smaller_bound() -> None:
+    result = refine(SMALLER, Policy.ARC, Form.SAFE)
+    assert result.divergence is None, result.divergence
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", [Form.SAFE, Form.VLLM], ids=["safe", "vllm"])
+def test_reference_manager_refines_the_spec_arc(form: Form) -> None:
+    result = refine(TINY, Policy.ARC, form)
+    assert result.divergence is None, result.divergence
+
+
+def test_a_planted_lookup_bug_is_found_with_a_short_trace() -> None:
+    result = refine(SMALLER, Policy.LRU, Form.SAFE, _factory(_StoringIsMiss))  # type: ignore[arg-type]
+    assert result.divergence is not None
+    assert [str(a) for a in result.divergence.trace] == ["prepare_store(['a'])", "lookup('a')"]
+    assert "PENDING" in result.divergence.problem
+    assert "MISS" in result.divergence.problem
+
+
+def test_a_planted_missing_error_is_found() -> None:
+    result = refine(SMALLER, Policy.LRU, Form.SAFE, _factory(_SwallowsUnmatched))  # type: ignore[arg-type]
+    assert result.divergence is not None
+    assert [str(a) for a in result.divergence.trace] == ["complete_load(['a'], epoch=0)"]
+    assert "UnmatchedCompleteLoad" in result.divergence.problem

@@ -1,0 +1,98 @@
+"""The rumur cross-check: the Murphi model agrees with the Python checker.
+
+The parsing and the constants are tested without rumur; the runs need Debian's
+``rumur`` and a C compiler (``apt-get install -y rumur``) and are skipped without them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+
+import pytest
+from proofs.modelcheck import rumur
+from proofs.modelcheck.bounds import SMALL, TINY, Bounds
+from proofs.modelcheck.explorer import Result
+
+RunCheck = Callable[..., Result]
+"""The ``run_check`` fixture of conftest.py."""
+
+needs_rumur = pytest.mark.skipif(shutil.which("rumur") is None,
+                                 reason="rumur is not installed (apt-get install -y rumur)")
+
+OUTPUT = """\
+Status:
+
+\tNo error found.
+
+State Space Explored:
+
+\t211 states, 4545 rules fired in 0s.
+"""
+
+ERROR_OUTPUT = """\
+The following is the error trace for the error:
+
+\tinvariant "lru_queues_evictable_blocks" failed
+
+Startstate "empty tier" fired.
+Rule "prepare_store([k1])", k1: key_t_0 fired.
+Rule "touch([k1])", k1: key_t_0 fired.
+End of the error trace.
+
+Status:
+
+\t1 error(s) found.
+
+State Space Explored:
+
+\t4 states, 20 rules fired in 0s.
+"""
+
+
+def test_parse_a_verdict_that_holds() -> None:
+    result = rumur.parse(OUTPUT, 0.1, 2.0, 0.3)
+    assert (result.verdict, result.states, result.rules_fired) == ("holds", 211, 4545)
+    assert result.seconds == pytest.approx(2.4)
+
+
+def test_parse_a_counterexample() -> None:
+    result = rumur.parse(ERROR_OUTPUT)
+    assert result.verdict == "violated"
+    assert result.error == 'invariant "lru_queues_evictable_blocks" failed'
+    assert rumur.trace_rules(ERROR_OUTPUT) == [
+        "prepare_store([k1]) [k1: key_t_0]", "touch([k1]) [k1: key_t_0]"]
+
+
+def test_parse_refuses_output_without_figures() -> None:
+    with pytest.raises(ValueError, match="no state count"):
+        rumur.parse("Status:\n\tNo error found.\n")
+
+
+def test_bounds_are_written_into_the_model() -> None:
+    text = rumur.source(SMALL)
+    assert "  CAPACITY: 3;" in text
+    assert "  NKEYS: 4;" in text
+    assert "  RESETS: 2;" in text
+    assert "  READERS: 2;" in text
+    assert rumur.source(TINY) == rumur.MODEL.read_text()  # the file holds TINY's bounds
+    with pytest.raises(ValueError, match="width 2"):
+        rumur.source(Bounds("w", 2, ("a", "b"), 1, 1, width=3))
+
+
+@needs_rumur
+def test_rumur_agrees_with_the_python_checker_at_tiny(run_check: RunCheck) -> None:
+    ours = run_check("spec-lru")
+    theirs = rumur.check(TINY)
+    assert theirs.verdict == ours.verdict == "holds"
+    assert theirs.states == ours.states
+
+
+@needs_rumur
+def test_rumur_finds_the_same_mutant_with_a_trace_as_short(run_check: RunCheck) -> None:
+    ours = run_check("mutant:touch-queues-storing")
+    theirs = rumur.check(TINY, mutation="touch-queues-storing")
+    assert ours.violation is not None
+    assert theirs.verdict == "violated"
+    assert ours.violation.prop in theirs.error
+    assert len(rumur.trace_rules(theirs.output)) == len(ours.violation.trace)

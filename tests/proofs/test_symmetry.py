@@ -1,0 +1,90 @@
+"""The canonical form is exact, and the reduced search is complete.
+
+Checked on every node the unreduced search reaches, against the brute-force form (the
+least encoding over every permutation of keys and slots): one fast form per class and
+one class per fast form, and the reduced search finds exactly as many states as the
+unreduced one reaches classes (nothing is missed, call reduction included).
+"""
+
+from __future__ import annotations
+
+import pytest
+from proofs.modelcheck.bounds import TINY, Bounds
+from proofs.modelcheck.environment import Action, Form, Node, Outcome
+from proofs.modelcheck.explorer import Setup, explore
+from proofs.modelcheck.model import SPEC
+from proofs.modelcheck.mutants import MUTANTS_BY_NAME
+from proofs.modelcheck.symmetry import canonical, exact_form
+
+from kvoffload.spec import Policy
+
+HOLD_BACK_BOUND = Bounds("hold-back", capacity=2, keys=("a", "b"), resets=1, readers=1,
+                         width=1)
+"""Small enough to search unreduced; big enough for keys to share slots after a reset."""
+ARC_BOUND = Bounds("arc", capacity=1, keys=("a", "b"), resets=1, readers=1, width=2)
+
+
+def _unreduced(setup: Setup, bounds: Bounds) -> list[Node]:
+    """Every node the search without symmetry reduction expands."""
+    nodes: dict[int, Node] = {}
+
+    def visit(i: int, node: Node, action: Action, outcome: Outcome) -> None:
+        nodes[i] = node
+
+    explore(setup, bounds, symmetry=False, visit=visit)
+    return list(nodes.values())
+
+
+@pytest.mark.parametrize(("setup", "bounds"), [
+    (Setup(SPEC, Form.SAFE, Policy.LRU, properties=frozenset()), TINY),
+    (Setup(SPEC, Form.VLLM, Policy.LRU, properties=frozenset()), TINY),
+    (Setup(SPEC, Form.SAFE, Policy.ARC, properties=frozenset()), ARC_BOUND),
+    (Setup(MUTANTS_BY_NAME["reset-without-hold-back"].model, Form.SAFE, Policy.LRU,
+           properties=frozenset()), HOLD_BACK_BOUND),
+], ids=["lru-safe", "lru-vllm", "arc-safe", "reset-without-hold-back"])
+def test_canonical_form_is_exact_and_reduction_complete(setup: Setup, bounds: Bounds) -> None:
+    nodes = _unreduced(setup, bounds)
+    fast: dict[object, object] = {}
+    exact_to_fast: dict[object, object] = {}
+    for node in nodes:
+        form, _ = canonical(node, bounds.keys)
+        exact = exact_form(node, bounds.keys)
+        assert fast.setdefault(form, exact) == exact  # sound: never merges two classes
+        assert exact_to_fast.setdefault(exact, form) == form  # exact: never splits one
+    reduced = explore(setup, bounds)
+    assert reduced.verdict == "holds"
+    assert reduced.states == len(fast)
+
+
+def test_keys_with_equal_components_share_a_class() -> None:
+    setup = Setup(SPEC, Form.SAFE, Policy.LRU)
+    from kvoffload.spec import initial_state, prepare_store
+
+    state, _ = prepare_store(initial_state(2), ["a", "b"])
+    node = Node(state, (("store", "a", 0, 0), ("store", "b", 0, 1)))
+    _, classes = canonical(node, ("a", "b", "c"))
+    assert classes is not None
+    assert classes[0] == classes[1] != classes[2]
+    assert setup.form is Form.SAFE
+
+
+def test_jobs_on_free_slots_take_the_exact_form() -> None:
+    from kvoffload.spec import initial_state
+
+    state = initial_state(2)
+    low = Node(state, (("store", "a", 0, 0),))
+    high = Node(state, (("store", "b", 0, 1),))
+    form, classes = canonical(low, ("a", "b"))
+    assert classes is None
+    assert form == canonical(high, ("a", "b"))[0] == ("dangling", exact_form(low, ("a", "b")))
+
+
+def test_shared_slots_fall_back_to_the_exact_form() -> None:
+    from kvoffload.spec import initial_state, prepare_store
+
+    state, _ = prepare_store(initial_state(2), ["b"])
+    # a running store of 'a' on the slot 'b' was just given: keys share a slot
+    node = Node(state, (("store", "a", 0, 0), ("store", "b", 1, 0)))
+    form, classes = canonical(node, ("a", "b", "c"))
+    assert classes is None
+    assert form == ("shared", exact_form(node, ("a", "b", "c")))
