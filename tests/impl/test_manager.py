@@ -238,3 +238,16 @@ def test_errors_survive_python_dash_o() -> None:
                           check=False)
     assert done.returncode == 0, done.stderr + done.stdout
     assert done.stdout.strip() == "raised False"
+
+
+def test_lookup_function_answers_in_the_callers_values_across_resets() -> None:
+    manager = OffloadManager(2)
+    lookup = manager.lookup_function("hit", "pending", "miss")
+    manager.prepare_store(["a", "b"])
+    manager.complete_store(["a"])
+    assert [lookup(k) for k in "abc"] == ["hit", "pending", "miss"]
+    assert lookup("a", object()) == "hit"  # vLLM's req_context is accepted
+    manager.reset_cache()
+    assert [lookup(k) for k in "ab"] == ["miss", "miss"]
+    manager.prepare_store(["a"])
+    assert lookup("a") == "pending"

@@ -166,3 +166,12 @@ def test_facade_offers_every_method_of_vllms_base_class(
             their_params = list(inspect.signature(member).parameters)
             our_params = list(inspect.signature(ours).parameters)
             assert our_params[:len(their_params)] == their_params, name
+
+
+def test_the_fast_instance_lookup_matches_the_method() -> None:
+    for enum_lookup in (True, False):
+        vllm = facade(enum_lookup=enum_lookup)
+        vllm.prepare_store([b"a", b"b"], None)
+        vllm.complete_store([b"a"], None)
+        for key in (b"a", b"b", b"c"):
+            assert vllm.lookup(key, None) is VllmFacade.lookup(vllm, key, None)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import filterfalse
 
 from kvoffload.spec.errors import InvariantViolation
 from kvoffload.spec.vocabulary import Key
@@ -134,8 +135,8 @@ class ArcEviction:
 
     def evict(self, count: int, protected: Container[Key]) -> list[Key]:
         t1, t2 = self.t1, self.t2
-        from_t1 = (k for k in t1 if k not in protected)
-        from_t2 = (k for k in t2 if k not in protected)
+        from_t1 = filterfalse(protected.__contains__, t1)
+        from_t2 = filterfalse(protected.__contains__, t2)
         t1_size = self.t1_size
         victims: list[tuple[Key, bool]] = []
         for _ in range(count):

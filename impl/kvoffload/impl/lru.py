@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Collection, Container, Iterable, Mapping, Sequence
+from itertools import filterfalse, islice
 
 from kvoffload.spec.errors import InvariantViolation
 from kvoffload.spec.vocabulary import Key
@@ -52,12 +53,7 @@ class LruEviction:
 
     def evict(self, count: int, protected: Container[Key]) -> list[Key]:
         queue = self.queue
-        victims: list[Key] = []
-        for key in queue:
-            if key not in protected:
-                victims.append(key)
-                if len(victims) == count:
-                    break
+        victims = list(islice(filterfalse(protected.__contains__, queue), count))
         if len(victims) != count:
             raise InvariantViolation(
                 "lru_queues_evictable_blocks",

@@ -20,8 +20,9 @@ it was.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kvoffload.spec.errors import (
     BadCapacity,
@@ -37,9 +38,12 @@ from .arc import ArcEviction, ArcView
 from .errors import UnknownPolicy
 from .lru import LruEviction
 from .orphans import Orphans, OrphanView
+from .records import completion, events, load_plan, store_plan
 
 _MISS, _PENDING, _HIT = LookupResult.MISS, LookupResult.PENDING, LookupResult.HIT
+T = TypeVar("T")
 _NO_EVENTS = Events()
+_NONE: frozenset[Key] = frozenset()
 
 
 def policy_of(policy: str | Policy) -> Policy:
@@ -89,7 +93,7 @@ class OffloadManager:
     raises: BadCapacity, UnknownPolicy
     """
 
-    __slots__ = ("_capacity", "_epoch", "_free", "_fresh", "_load_orphans", "_order",
+    __slots__ = ("_adaptive", "_capacity", "_epoch", "_free", "_fresh", "_load_orphans", "_order",
                  "_policy", "_readers", "_ready", "_removed", "_store_orphans", "_stored",
                  "_storing")
 
@@ -100,6 +104,8 @@ class OffloadManager:
         self._policy = policy_of(policy)
         self._order: LruEviction | ArcEviction = (
             LruEviction() if self._policy is Policy.LRU else ArcEviction(capacity))
+        self._adaptive = self._policy is not Policy.LRU
+        """Does the order need ``adapted`` / ``inserted`` calls? (LRU's are no-ops.)"""
         self._capacity = capacity
         self._epoch = 0
         self._storing: dict[Key, int] = {}
@@ -139,6 +145,24 @@ class OffloadManager:
             return _PENDING
         return _MISS
 
+    def lookup_function(self, hit: T, pending: T, miss: T) -> Callable[..., T]:
+        """``lookup`` answering ``hit`` / ``pending`` / ``miss`` instead of LookupResult.
+
+        The fastest way for an adapter to speak another API's lookup (vLLM's ``True`` /
+        ``None`` / ``False``, or its enum): one call, no translation. A second positional
+        argument (vLLM's ``req_context``) is accepted and ignored. Stays valid across
+        ``reset_cache``.
+        """
+        ready, storing = self._ready, self._storing  # cleared in place, never replaced
+
+        def lookup(key: Key, req_context: object = None) -> T:
+            if key in ready:
+                return hit
+            if key in storing:
+                return pending
+            return miss
+        return lookup
+
     def prepare_load(self, keys: Iterable[Key]) -> LoadPlan:
         """Pin READY blocks for reading (one more reader each); say where they are.
 
@@ -146,21 +170,26 @@ class OffloadManager:
         """
         keys = tuple(dict.fromkeys(keys))
         ready = self._ready
-        unreadable = [k for k in keys if k not in ready]
-        if unreadable:
+        try:
+            slots = tuple(map(ready.__getitem__, keys))
+        except KeyError:
+            unreadable = tuple(k for k in keys if k not in ready)
             raise NotReadable(
                 f"only READY blocks can be loaded; absent or still being stored: "
-                f"{unreadable!r}", keys=tuple(unreadable))
+                f"{list(unreadable)!r}", keys=unreadable) from None
         readers = self._readers
-        first: list[Key] = []
-        for key in keys:
-            count = readers.get(key, 0)
-            if not count:
-                first.append(key)
-            readers[key] = count + 1
+        if readers.keys().isdisjoint(keys):  # the usual case: no key is being read yet
+            first: Sequence[Key] = keys
+        else:
+            first = [k for k in keys if k not in readers]
+            for key in keys:
+                if key in readers:
+                    readers[key] += 1
         if first:
+            for key in first:
+                readers[key] = 1
             self._order.pinned(first)
-        return LoadPlan(keys, tuple([ready[k] for k in keys]), self._epoch)
+        return load_plan(keys, slots, self._epoch)
 
     def complete_load(self, keys: Iterable[Key], epoch: int | None = None) -> Completion:
         """A load finished: one reader fewer; the last one leaving makes the block evictable.
@@ -171,12 +200,19 @@ class OffloadManager:
 
         raises: UnknownEpoch, UnmatchedCompleteLoad
         """
-        self._check_epoch(epoch)
+        if epoch is not None:
+            self._check_epoch(epoch)
         keys = tuple(dict.fromkeys(keys))
         readers, orphans = self._readers, self._load_orphans
+        counts: list[int | None] = []
         if epoch is None or epoch == self._epoch:
-            applied = [k for k in keys if k in readers]
-            stale = [k for k in keys if k not in readers] if len(applied) < len(keys) else []
+            counts = list(map(readers.get, keys))
+            if None in counts:
+                applied = [k for k, n in zip(keys, counts, strict=True) if n is not None]
+                stale = [k for k, n in zip(keys, counts, strict=True) if n is None]
+                counts = [n for n in counts if n is not None]
+            else:
+                applied, stale = list(keys), []
         else:
             applied, stale = [], list(keys)
         if stale:
@@ -185,21 +221,25 @@ class OffloadManager:
                 raise UnmatchedCompleteLoad(
                     f"complete_load needs a matching prepare_load; no load outstanding "
                     f"for {unmatched!r}", keys=tuple(unmatched))
-        freed: list[Key] = []
-        for key in applied:
-            count = readers[key] - 1
-            if count:
-                readers[key] = count
-            else:
+        if counts.count(1) == len(counts):  # the usual case: each was the last reader
+            for key in applied:
                 del readers[key]
-                freed.append(key)
+            freed = applied
+        else:
+            freed = []
+            for key, count in zip(applied, counts, strict=True):
+                if count is not None and count > 1:
+                    readers[key] = count - 1
+                else:
+                    del readers[key]
+                    freed.append(key)
         if freed:
             self._order.evictable(freed)
         for key in stale:
             slot = orphans.complete(key, epoch)
             if slot is not None:
                 self._free.append(slot)
-        return Completion(applied=tuple(applied), released=tuple(stale))
+        return completion(tuple(applied), tuple(stale) if stale else (), ())
 
     def touch(self, keys: Iterable[Key]) -> None:
         """Mark keys as used for the eviction order; absent keys are ignored."""
@@ -215,40 +255,41 @@ class OffloadManager:
         ready, storing = self._ready, self._storing
         new = [k for k in call if k not in ready and k not in storing]
         if not new:
-            return StorePlan((), (), (), self._epoch)
+            return store_plan((), (), (), self._epoch)
         capacity, free_list, order = self._capacity, self._free, self._order
         free = len(free_list) + capacity - self._fresh
         needed = len(new) - free
         if needed > 0:
             # Evictable blocks not named in the call: the call's own keys stay.
             readers = self._readers
-            candidates = len(ready) - len(readers) - sum(
-                1 for k in call if k in ready and k not in readers)
+            candidates = len(ready) - len(readers)
+            if needed > candidates - (len(call) - len(new)):
+                candidates -= sum(1 for k in call if k in ready and k not in readers)
             if needed > candidates:
                 return StoreRejected(needed=len(new), available=free + candidates)
-            order.adapted(new)
+            if self._adaptive:
+                order.adapted(new)
             victims = order.evict(needed, call)
-            stored, removed = self._stored, self._removed
-            for key in victims:
-                free_list.append(ready.pop(key))
-                if key in stored:
-                    stored.remove(key)
-                else:
-                    removed.add(key)
+            free_list.extend(map(ready.pop, victims))
+            self._leave_ready(victims)
         else:
-            order.adapted(new)
+            if self._adaptive:
+                order.adapted(new)
             victims = []
+        # Slots as vLLM hands them out: never-used ones in order, then the free list, LIFO.
         count = len(new)
         fresh = self._fresh
         from_fresh = min(count, capacity - fresh)
         slots = list(range(fresh, fresh + from_fresh))
         self._fresh = fresh + from_fresh
-        for _ in range(count - from_fresh):
-            slots.append(free_list.pop())
-        for key, slot in zip(new, slots, strict=True):
-            storing[key] = slot
-        order.inserted(new)
-        return StorePlan(tuple(new), tuple(slots), tuple(victims), self._epoch)
+        reused = count - from_fresh
+        if reused:
+            slots += free_list[:-reused - 1:-1]
+            del free_list[-reused:]
+        storing.update(zip(new, slots, strict=True))
+        if self._adaptive:
+            order.inserted(new)
+        return store_plan(tuple(new), tuple(slots), tuple(victims), self._epoch)
 
     def complete_store(
         self, keys: Iterable[Key], success: bool = True, epoch: int | None = None
@@ -263,39 +304,42 @@ class OffloadManager:
 
         raises: UnknownEpoch
         """
-        self._check_epoch(epoch)
+        if epoch is not None:
+            self._check_epoch(epoch)
         storing, orphans = self._storing, self._store_orphans
-        current = epoch is None or epoch == self._epoch
-        applied: list[Key] = []
+        if not isinstance(keys, (list, tuple)):
+            keys = list(keys)
+        # The current STORING keys with their slots, first occurrence first.
+        finished = ({k: storing[k] for k in keys if k in storing}
+                    if epoch is None or epoch == self._epoch else {})
         released: list[Key] = []
         ignored: list[Key] = []
-        for key in dict.fromkeys(keys):
-            if current and key in storing:
-                applied.append(key)
-            elif orphans and orphans.has(key, epoch):
-                released.append(key)
-            else:
-                ignored.append(key)
+        if len(finished) < len(keys):
+            for key in dict.fromkeys(keys):
+                if key in finished:
+                    continue
+                if orphans and orphans.has(key, epoch):
+                    released.append(key)
+                else:
+                    ignored.append(key)
         free_list = self._free
+        applied = list(finished)
         if applied:
+            for key in applied:
+                del storing[key]
             if success:
-                ready, stored, removed = self._ready, self._stored, self._removed
-                for key in applied:
-                    ready[key] = storing.pop(key)
-                    if key in removed:
-                        removed.remove(key)
-                    else:
-                        stored.add(key)
+                self._ready.update(finished)
+                self._enter_ready(applied)
                 self._order.evictable(applied)
             else:
-                for key in applied:
-                    free_list.append(storing.pop(key))
+                free_list.extend(finished.values())
                 self._order.removed(applied)
         for key in released:
             slot = orphans.complete(key, epoch)
             if slot is not None:
                 free_list.append(slot)
-        return Completion(tuple(applied), tuple(released), tuple(ignored))
+        return completion(tuple(applied), tuple(released) if released else (),
+                          tuple(ignored) if ignored else ())
 
     def reset_cache(self) -> int:
         """Drop every block and start a new epoch; returns the new epoch.
@@ -331,10 +375,11 @@ class OffloadManager:
         stored, removed = self._stored, self._removed
         if not stored and not removed:
             return _NO_EVENTS
-        events = Events(stored=frozenset(stored), removed=frozenset(removed))
+        taken = events(frozenset(stored) if stored else _NONE,
+                       frozenset(removed) if removed else _NONE)
         stored.clear()
         removed.clear()
-        return events
+        return taken
 
     # --- inspection --------------------------------------------------------------
 
@@ -378,6 +423,26 @@ class OffloadManager:
                                      "pending events disagree with the READY set")
         evictable = ready.keys() - readers.keys()
         self._order.check({**storing, **ready}, evictable)
+
+    def _enter_ready(self, keys: list[Key]) -> None:
+        """Events: these keys became READY (a key reported removed since is back: no news)."""
+        removed = self._removed
+        if removed and not removed.isdisjoint(keys):
+            back = removed.intersection(keys)
+            removed.difference_update(back)
+            self._stored.update(k for k in keys if k not in back)
+        else:
+            self._stored.update(keys)
+
+    def _leave_ready(self, keys: list[Key]) -> None:
+        """Events: these keys are no longer READY (one not yet reported READY: no news)."""
+        stored = self._stored
+        if stored and not stored.isdisjoint(keys):
+            unseen = stored.intersection(keys)
+            stored.difference_update(unseen)
+            self._removed.update(k for k in keys if k not in unseen)
+        else:
+            self._removed.update(keys)
 
     def _check_epoch(self, epoch: int | None) -> None:
         if epoch is not None and not 0 <= epoch <= self._epoch:

@@ -52,19 +52,21 @@ class VllmFacade:
         self.enable_events = enable_events
         self.medium = self.types.medium
         enum = self.types.lookup_result
-        self._answers: dict[LookupResult, Any] = (
-            {LookupResult.MISS: False, LookupResult.PENDING: None, LookupResult.HIT: True}
-            if enum is None else
-            {LookupResult.MISS: enum["MISS"], LookupResult.PENDING: enum["HIT_PENDING"],
-             LookupResult.HIT: enum["HIT"]})
-        self._lookup = self.manager.lookup
+        answers: tuple[Any, Any, Any] = ((True, None, False) if enum is None else
+                                         (enum["HIT"], enum["HIT_PENDING"], enum["MISS"]))
+        # The scheduler calls lookup once per block: this instance's lookup is the
+        # manager's own, answering in vLLM's values directly (same behaviour as below).
+        self.__dict__["lookup"] = self.manager.lookup_function(*answers)
+        self._answers = dict(zip((LookupResult.HIT, LookupResult.PENDING, LookupResult.MISS),
+                                 answers, strict=True))
         self._spec = self.types.load_store_spec
+        self._output = self.types.prepare_store_output
 
     # --- the scheduler's calls ----------------------------------------------------
 
     def lookup(self, key: Key, req_context: object = None) -> Any:
         """HIT / MISS / HIT_PENDING (0.25 on), or True / False / None (0.19 to 0.24)."""
-        return self._answers[self._lookup(key)]
+        return self._answers[self.manager.lookup(key)]
 
     def prepare_load(self, keys: Collection[Key], req_context: object = None) -> Any:
         """Pin the blocks; returns a ``CPULoadStoreSpec`` of their host slots.
@@ -86,9 +88,7 @@ class VllmFacade:
         plan = self.manager.prepare_store(keys)
         if isinstance(plan, StoreRejected):
             return None
-        return self.types.prepare_store_output(
-            keys_to_store=list(plan.keys), store_spec=self._spec(list(plan.slots)),
-            evicted_keys=list(plan.evicted))
+        return self._output(list(plan.keys), self._spec(list(plan.slots)), list(plan.evicted))
 
     def complete_store(
         self, keys: Collection[Key], req_context: object = None, success: bool = True

@@ -1,0 +1,145 @@
+"""Timed drivers: play a trace's requests on a manager, as a scheduler would.
+
+Per request: look its keys up in order until the first key that is not a hit; load
+the hit prefix (``prepare_load`` now, ``complete_load`` ``delay`` requests later);
+store the rest (``prepare_store`` now, ``complete_store`` later, failing for the
+requests the trace marks); drain ``take_events``. A *block operation* is one key in
+one of those calls (a lookup of one key is one). The driver code is the same for every
+manager of an API family, so its own overhead is in every figure alike.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kvoffload.spec.outputs import StorePlan
+from kvoffload.spec.vocabulary import LookupResult
+from manager_trace import Request, TraceShape
+
+_HIT = LookupResult.HIT
+
+
+def drive_native(manager: Any, requests: Sequence[Request], shape: TraceShape,
+                 bare: bool = False) -> tuple[int, int]:
+    """Run the trace on a native-API manager (``OffloadManager``, or ``BareLru`` when
+    ``bare``); returns the number of block operations and of event keys drained."""
+    lookup, prepare_load, complete_load = (manager.lookup, manager.prepare_load,
+                                           manager.complete_load)
+    prepare_store, complete_store, take_events = (manager.prepare_store,
+                                                  manager.complete_store, manager.take_events)
+    jobs: deque[tuple[int, bool, Sequence[bytes], bool]] = deque()
+    delay, every, ops, seen = shape.delay, shape.events_every, 0, 0
+    for step, request in enumerate(requests):
+        keys = request.keys
+        hits = 0
+        for key in keys:
+            if lookup(key) is not _HIT:
+                break
+            hits += 1
+        ops += hits + (hits < len(keys))
+        if hits:
+            loaded = keys[:hits]
+            prepare_load(loaded)
+            ops += hits
+            jobs.append((step + delay, True, loaded, True))
+        rest = keys[hits:]
+        if rest:
+            out = prepare_store(rest)
+            ops += len(rest)
+            if bare:
+                stored = out[0] if out is not None else None
+            else:
+                stored = out.keys if out.__class__ is StorePlan else None
+            if stored:
+                jobs.append((step + delay, False, stored, not request.store_fails))
+        while jobs and jobs[0][0] <= step:
+            _, is_load, job_keys, success = jobs.popleft()
+            if is_load:
+                complete_load(job_keys)
+            else:
+                complete_store(job_keys, success)
+            ops += len(job_keys)
+        if step % every == 0:
+            events = take_events()
+            if bare:
+                for _, event_keys in events:
+                    seen += len(event_keys)
+            else:
+                seen += len(events.stored) + len(events.removed)
+    for _, is_load, job_keys, success in jobs:
+        if is_load:
+            complete_load(job_keys)
+        else:
+            complete_store(job_keys, success)
+        ops += len(job_keys)
+    take_events()
+    return ops, seen
+
+
+def drive_vllm(manager: Any, requests: Sequence[Request], shape: TraceShape,
+               contexts: Sequence[Any], hit: object) -> tuple[int, int]:
+    """Run the trace through vLLM's manager API (a vLLM manager or ``VllmFacade``).
+
+    ``hit`` is the lookup answer meaning HIT (``True``, or ``LookupResult.HIT``);
+    ``contexts`` holds one ``ReqContext`` per request, built beforehand. The request
+    hooks (``on_new_request``, ``on_request_finished``) are called as vLLM's scheduler
+    does; they count in the time, not as block operations.
+    """
+    lookup, prepare_load, complete_load = (manager.lookup, manager.prepare_load,
+                                           manager.complete_load)
+    prepare_store, complete_store, take_events = (manager.prepare_store,
+                                                  manager.complete_store, manager.take_events)
+    on_new_request, on_request_finished = manager.on_new_request, manager.on_request_finished
+    jobs: deque[tuple[int, bool, Sequence[bytes], bool, Any, bool]] = deque()
+    delay, every, ops, seen = shape.delay, shape.events_every, 0, 0
+    for step, request in enumerate(requests):
+        context = contexts[step]
+        on_new_request(context)
+        keys = request.keys
+        hits = 0
+        for key in keys:
+            if lookup(key, context) is not hit:
+                break
+            hits += 1
+        ops += hits + (hits < len(keys))
+        loaded = keys[:hits]
+        if hits:
+            prepare_load(loaded, context)
+            ops += hits
+        rest = keys[hits:]
+        stored = None
+        if rest:
+            out = prepare_store(rest, context)
+            ops += len(rest)
+            stored = out.keys_to_store if out is not None else None
+        if hits:
+            jobs.append((step + delay, True, loaded, True, context, not stored))
+        if stored:
+            jobs.append((step + delay, False, stored, not request.store_fails, context, True))
+        elif not hits:
+            on_request_finished(context)
+        while jobs and jobs[0][0] <= step:
+            ops += _complete(jobs.popleft(), complete_load, complete_store, on_request_finished)
+        if step % every == 0:
+            for event in take_events():
+                seen += len(event.keys)
+    for job in jobs:
+        ops += _complete(job, complete_load, complete_store, on_request_finished)
+    for _ in take_events():
+        pass
+    return ops, seen
+
+
+def _complete(job: tuple[int, bool, Sequence[bytes], bool, Any, bool],
+              complete_load: Callable[..., Any], complete_store: Callable[..., Any],
+              on_request_finished: Callable[[Any], Any]) -> int:
+    _, is_load, keys, success, context, last = job
+    if is_load:
+        complete_load(keys, context)
+    else:
+        complete_store(keys, context, success)
+    if last:
+        on_request_finished(context)
+    return len(keys)
