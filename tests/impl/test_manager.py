@@ -251,3 +251,20 @@ def test_lookup_function_answers_in_the_callers_values_across_resets() -> None:
     assert [lookup(k) for k in "ab"] == ["miss", "miss"]
     manager.prepare_store(["a"])
     assert lookup("a") == "pending"
+
+
+def test_forget_running_copies_frees_the_slots_a_reset_held() -> None:
+    manager = ready(2, "a")
+    manager.prepare_load(["a"])
+    manager.prepare_store(["b"])
+    manager.reset_cache()
+    assert manager.prepare_store(["x"]) == StoreRejected(needed=1, available=0)
+    assert sorted(manager.forget_running_copies()) == [0, 1]
+    manager.check()
+    assert manager.forget_running_copies() == ()
+    assert manager.complete_store(["b"]) == Completion(ignored=("b",))
+    with pytest.raises(UnmatchedCompleteLoad):
+        manager.complete_load(["a"])
+    plan = manager.prepare_store(["x", "y"])
+    assert isinstance(plan, StorePlan)
+    assert sorted(plan.slots) == [0, 1]

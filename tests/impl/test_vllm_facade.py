@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import pytest
@@ -175,3 +176,23 @@ def test_the_fast_instance_lookup_matches_the_method() -> None:
         vllm.complete_store([b"a"], None)
         for key in (b"a", b"b", b"c"):
             assert vllm.lookup(key, None) is VllmFacade.lookup(vllm, key, None)
+
+
+@pytest.mark.parametrize("release", ["by-completions", "at-reset", "when-flushed"])
+def test_reset_frees_running_copies_when_the_environment_says(release: str) -> None:
+    types = dataclasses.replace(VllmTypes.stand_ins(), orphans_released=release)
+    vllm = VllmFacade(1, types=types)
+    vllm.prepare_store([b"a"], None)
+    vllm.reset_cache()
+    if release == "at-reset":  # vLLM before 0.34: its workers flush old jobs first
+        assert vllm.prepare_store([b"b"], None) is not None
+        return
+    assert vllm.prepare_store([b"b"], None) is None  # a's copy may still be writing
+    vllm.on_reset_flushed()
+    if release == "by-completions":
+        assert vllm.prepare_store([b"b"], None) is None  # no flush outside vLLM
+        vllm.complete_store([b"a"], None)  # the old job's own completion frees it
+    out = vllm.prepare_store([b"b"], None)
+    assert out is not None
+    assert out.keys_to_store == [b"b"]
+    vllm.manager.check()

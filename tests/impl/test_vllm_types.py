@@ -57,13 +57,14 @@ def test_stand_ins_have_vllms_field_names(request: pytest.FixtureRequest, versio
 
 
 @pytest.mark.vllm_matrix
-@pytest.mark.parametrize(("version", "enum_lookup"),
-                         [("0.21.0", False), ("0.24.0", False), ("0.25.0", True),
-                          ("0.34.0", True)])
+@pytest.mark.parametrize(("version", "enum_lookup", "orphans"),
+                         [("0.21.0", False, "at-reset"), ("0.24.0", False, "at-reset"),
+                          ("0.25.0", True, "at-reset"), ("0.34.0", True, "when-flushed")])
 def test_types_from_a_release(request: pytest.FixtureRequest, version: str,
-                              enum_lookup: bool) -> None:
+                              enum_lookup: bool, orphans: str) -> None:
     release = release_or_skip(request.config, version)
     types = types_of(release)
     assert (types.lookup_result is not None) is enum_lookup
+    assert types.orphans_released == orphans
     assert types.prepare_store_output is release.base().PrepareStoreOutput
     assert str(getattr(types.medium, "value", types.medium)) == "CPU"

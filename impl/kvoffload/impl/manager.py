@@ -370,6 +370,23 @@ class OffloadManager:
             self._fresh = 0
         return self._epoch
 
+    def forget_running_copies(self) -> tuple[int, ...]:
+        """Declare every copy a reset left running finished; free their slots.
+
+        Not a spec operation: for environments that guarantee it themselves. vLLM's
+        scheduler makes its workers flush the jobs in flight at a reset and drops
+        their completions, so those completions never reach the manager; without this
+        call their slots would stay held for good. After it, a late completion of such
+        a copy finds nothing: ignored for a store, ``UnmatchedCompleteLoad`` for a
+        load. Returns the slots freed.
+        """
+        freed = tuple(sorted(self._store_orphans.slots() | self._load_orphans.slots(),
+                             reverse=True))
+        self._store_orphans.clear()
+        self._load_orphans.clear()
+        self._free.extend(freed)
+        return freed
+
     def take_events(self) -> Events:
         """The net change of the READY set since the last call (stored / removed keys)."""
         stored, removed = self._stored, self._removed

@@ -73,6 +73,9 @@ class Orphans:
             del self._by_key[key]
         return copy.slot
 
+    def clear(self) -> None:
+        self._by_key.clear()
+
     def slots(self) -> set[int]:
         """The slots the running copies hold."""
         return {copy.slot for copies in self._by_key.values() for copy in copies}

@@ -13,6 +13,12 @@ one slot; a precondition broken (a load of a block that is not READY, an unmatch
 instead of an ``assert``; a reset holds the slots of copies still running;
 ``take_events`` reports the net change of the READY set since the last call (one
 ``removed`` and one ``stored`` event at most), which replays to the same READY set.
+
+Reset inside vLLM: vLLM's scheduler never passes on completions of jobs from before
+a reset (its workers flush them), so the slots of copies a reset left running are
+freed when vLLM says they are done: at ``on_reset_flushed()`` where vLLM has that hook
+(0.34 on), else at the reset itself, as vLLM's own manager does
+(``VllmTypes.orphans_released``). Outside vLLM they are freed by their completions.
 vLLM's ``store_threshold`` (a counting lookup) is not offered: lookup stays pure.
 """
 
@@ -108,6 +114,8 @@ class VllmFacade:
 
     def reset_cache(self) -> None:
         self.manager.reset_cache()
+        if self.types.orphans_released == "at-reset":
+            self.manager.forget_running_copies()
 
     # --- request and step hooks of vLLM's base class (no-ops here) -----------------
 
@@ -124,7 +132,9 @@ class VllmFacade:
         return False
 
     def on_reset_flushed(self) -> None:
-        return None
+        """vLLM's workers finished every job in flight at the last reset: free their slots."""
+        if self.types.orphans_released == "when-flushed":
+            self.manager.forget_running_copies()
 
     def get_load_source(self, key: Key, req_context: object = None) -> Any:
         return self.types.cache_hit_source_host

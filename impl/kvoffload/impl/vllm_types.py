@@ -18,9 +18,18 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 from kvoffload.spec.vocabulary import Key
+
+OrphanRelease = Literal["by-completions", "at-reset", "when-flushed"]
+"""When the facade frees the slots of copies a reset left running:
+
+* ``by-completions``: when their completions arrive (the spec's rule; outside vLLM);
+* ``at-reset``: at once (vLLM before ``on_reset_flushed`` existed: its workers flush
+  the jobs in flight before any new one runs, and its scheduler drops their completions);
+* ``when-flushed``: at vLLM's ``on_reset_flushed()`` (0.34 on), which says exactly that.
+"""
 
 
 class VllmLookupResult(enum.Enum):
@@ -94,6 +103,7 @@ class VllmTypes:
     lookup_result: type[enum.Enum] | None
     request_offloading_context: Callable[[], Any]
     cache_hit_source_host: Any = None
+    orphans_released: OrphanRelease = "by-completions"
     origin: str = field(default="stand-ins", compare=False)
 
     @classmethod
@@ -113,8 +123,10 @@ class VllmTypes:
         medium = medium_enum.CPU if medium_enum is not None else spec_cls.medium()
         context = getattr(base, "RequestOffloadingContext", RequestOffloadingContext)
         host = getattr(cache_hit_source.CacheHitSource, "HOST", None) if cache_hit_source else None
+        flushed = hasattr(getattr(base, "OffloadingManager", object), "on_reset_flushed")
         return cls(spec_cls, base.PrepareStoreOutput, base.OffloadingEvent, medium,
-                   getattr(base, "LookupResult", None), context, host, origin)
+                   getattr(base, "LookupResult", None), context, host,
+                   "when-flushed" if flushed else "at-reset", origin)
 
     @classmethod
     def from_vllm(cls) -> VllmTypes | None:
