@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from itertools import pairwise
+from operator import itemgetter
 
 import torch
 
@@ -66,7 +67,7 @@ def runs(src_ids: Sequence[int], dst_ids: Sequence[int]) -> list[tuple[int, int,
         return [(src_ids[0], dst_ids[0], count)]  # the common case, checked at C speed
     pairs = list(zip(src_ids, dst_ids, strict=True))
     if any(pairs[i][1] > pairs[i + 1][1] for i in range(len(pairs) - 1)):
-        pairs.sort(key=lambda pair: pair[1])
+        pairs.sort(key=itemgetter(1))
     merged: list[tuple[int, int, int]] = []
     for s, d in pairs:
         if merged:

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import torch
 
+from kvoffload.impl import OffloadManager
 from kvoffload.spec.errors import BadCapacity, InvariantViolation
 from kvoffload.spec.outputs import Completion, Events, StoreRejected
 from kvoffload.spec.vocabulary import CopyKind, Key, LookupResult, Policy
 
-from ..manager import OffloadManager
 from .engine import TransferEngine
 from .errors import BadBlockIds, BusyBlock
 from .jobs import JobResult
