@@ -2,7 +2,7 @@
 
 A job copies rows ``src_ids`` of one tensor of blocks to rows ``dst_ids`` of another.
 The plan sorts the pairs by destination and merges pairs that are consecutive on
-both sides into runs, then picks one of three ways to move them, each one torch call
+both sides into runs, then picks one of four ways to move them, each one torch call
 so that a worker thread hands the whole job to torch (which releases the GIL) instead
 of looping in Python (measured on this kind of machine, ``DESIGN.md``):
 
