@@ -10,8 +10,6 @@ error before the copy starts instead of silently corrupted bytes.
 
 from __future__ import annotations
 
-from collections import Counter
-
 from kvoffload.spec.vocabulary import CopyKind
 
 from .errors import BusyBlock
@@ -24,12 +22,33 @@ class _Space:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.readers: Counter[int] = Counter()
+        self.readers: dict[int, int] = {}
+        """Block -> number of running copies reading it."""
         self.writers: dict[int, int] = {}
+        """Block -> the job writing it."""
 
     def conflicts(self, reads: tuple[int, ...], writes: tuple[int, ...]) -> list[int]:
-        busy = [b for b in writes if b in self.writers or b in self.readers]
-        return busy + [b for b in reads if b in self.writers]
+        writers, readers = self.writers, self.readers
+        busy = [b for b in writes if b in writers or b in readers]
+        return busy + [b for b in reads if b in writers]
+
+    def add(self, job_id: int, reads: tuple[int, ...], writes: tuple[int, ...]) -> None:
+        readers = self.readers
+        for block in reads:
+            readers[block] = readers.get(block, 0) + 1
+        self.writers.update(dict.fromkeys(writes, job_id))
+
+    def remove(self, reads: tuple[int, ...], writes: tuple[int, ...]) -> None:
+        readers = self.readers
+        for block in reads:
+            left = readers[block] - 1
+            if left:
+                readers[block] = left
+            else:
+                del readers[block]
+        writers = self.writers
+        for block in writes:
+            writers.pop(block, None)
 
 
 class BlockGuard:
@@ -67,28 +86,22 @@ class BlockGuard:
     def acquire(self, job_id: int, kind: CopyKind, host_slots: tuple[int, ...],
                 device_blocks: tuple[int, ...]) -> None:
         """Record a starting copy, after :meth:`check` passed."""
-        host_reads, host_writes = _host_access(kind, host_slots)
-        device_reads = device_blocks if kind is CopyKind.STORE else ()
-        device_writes = () if kind is CopyKind.STORE else device_blocks
-        for space, reads, writes in ((self._host, host_reads, host_writes),
-                                     (self._device, device_reads, device_writes)):
-            space.readers.update(reads)
-            space.writers.update(dict.fromkeys(writes, job_id))
+        if kind is CopyKind.STORE:
+            self._device.add(job_id, device_blocks, ())
+            self._host.add(job_id, (), host_slots)
+        else:
+            self._host.add(job_id, host_slots, ())
+            self._device.add(job_id, (), device_blocks)
 
     def release(self, kind: CopyKind, host_slots: tuple[int, ...],
                 device_blocks: tuple[int, ...]) -> None:
         """Forget a copy that has ended (its bytes no longer move)."""
-        host_reads, host_writes = _host_access(kind, host_slots)
-        device_reads = device_blocks if kind is CopyKind.STORE else ()
-        device_writes = () if kind is CopyKind.STORE else device_blocks
-        for space, reads, writes in ((self._host, host_reads, host_writes),
-                                     (self._device, device_reads, device_writes)):
-            space.readers.subtract(reads)
-            for block in set(reads):
-                if space.readers[block] <= 0:
-                    del space.readers[block]
-            for block in writes:
-                space.writers.pop(block, None)
+        if kind is CopyKind.STORE:
+            self._device.remove(device_blocks, ())
+            self._host.remove((), host_slots)
+        else:
+            self._host.remove(host_slots, ())
+            self._device.remove((), device_blocks)
 
     def busy(self) -> bool:
         return bool(self._host.readers or self._host.writers or self._device.readers
