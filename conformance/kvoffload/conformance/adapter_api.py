@@ -1,0 +1,106 @@
+"""What every adapter offers the lockstep driver: one method per operation, answers in
+the spec's vocabulary, and a statement of what the target's API can express.
+
+Adapters translate at the edge (``bool | None``, ints, vLLM enums, bytes keys) so that
+the driver compares like with like; a value an adapter cannot translate raises
+:class:`~kvoffload.conformance.errors.Untranslatable`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from kvoffload.spec import Completion, Key, LookupResult
+
+
+class Retry(enum.Enum):
+    """vLLM's "cannot tell now, ask again" answer (``None`` before 0.25, ``RETRY`` after)."""
+
+    RETRY = "retry"
+
+
+RETRY = Retry.RETRY
+
+Reported = LookupResult | Retry
+"""A lookup answer as the target gave it, translated."""
+
+
+@dataclass(frozen=True)
+class StoreOutcome:
+    """``prepare_store`` as the target answered it.
+
+    Accepted: ``keys`` to store, their ``slots``, the ``evicted`` keys and the plan's
+    ``epoch`` (None: the API has none). Rejected: ``needed`` / ``available`` when the
+    API reports them (None otherwise).
+    """
+
+    accepted: bool
+    keys: tuple[Key, ...] = ()
+    slots: tuple[int, ...] = ()
+    evicted: tuple[Key, ...] = ()
+    epoch: int | None = None
+    needed: int | None = None
+    available: int | None = None
+
+
+@dataclass(frozen=True)
+class LoadOutcome:
+    """``prepare_load`` as the target answered it: where to read, and the epoch if any."""
+
+    keys: tuple[Key, ...] | None
+    slots: tuple[int, ...]
+    epoch: int | None = None
+
+
+@dataclass(frozen=True)
+class EventBatch:
+    """Events in delivery order: ``(removed, keys)`` pairs, as a subscriber applies them."""
+
+    items: tuple[tuple[bool, tuple[Key, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the target's API can express; the machine generates nothing else."""
+
+    touch: bool = True
+    reset: bool = True
+    events: bool = True
+    completion_epochs: bool = True
+    """Completions may name their job's epoch (the reset-safe form)."""
+    typed_misuse: bool = True
+    """Misuse is rejected with the spec's typed errors (else with ``AssertionError``)."""
+    strict_lookup: bool = True
+    """The lookup can report PENDING at all (vLLM <= 0.18 cannot: safe profile only)."""
+
+
+class Adapter(Protocol):
+    """One target instance, seen through the spec's vocabulary."""
+
+    name: str
+    capabilities: Capabilities
+
+    def lookup(self, key: Key) -> Reported: ...
+
+    def prepare_load(self, keys: Sequence[Key]) -> LoadOutcome: ...
+
+    def complete_load(self, keys: Sequence[Key], epoch: int | None) -> Completion | None: ...
+
+    def touch(self, keys: Sequence[Key]) -> None: ...
+
+    def prepare_store(self, keys: Sequence[Key]) -> StoreOutcome: ...
+
+    def complete_store(
+        self, keys: Sequence[Key], success: bool, epoch: int | None
+    ) -> Completion | None: ...
+
+    def reset_cache(self) -> int | None: ...
+
+    def take_events(self) -> EventBatch: ...
+
+    def is_rejection(self, error: BaseException) -> bool:
+        """Is ``error`` the target's way of rejecting misuse (rather than a crash)?"""
+        ...

@@ -1,0 +1,135 @@
+"""Run one check: build the machine for a target and configuration, let Hypothesis
+explore and shrink, and gather the result (verdict, counterexample, what was checked)."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
+from hypothesis.errors import FlakyFailure
+from hypothesis.stateful import run_state_machine_as_test
+
+from .adapter_api import Capabilities
+from .config import CheckConfig
+from .errors import PropertyViolation
+from .machine import Counters, build_machine
+from .progress import Progress
+from .properties import PROPERTIES
+from .shrink import shrink
+from .targets import Prepared, prepare
+
+
+@dataclass
+class CheckResult:
+    """What one run found. ``verdict`` is "conforms", "fails" or "error"."""
+
+    target: str
+    adapter: str
+    adapter_reason: str
+    config: CheckConfig
+    checked: tuple[str, ...]
+    not_checked: dict[str, str]
+    alphabet: dict[str, str]
+    violation: PropertyViolation | None = None
+    error: str | None = None
+    flaky: bool = False
+    examples: int = 0
+    steps: int = 0
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        if self.error is not None:
+            return "error"
+        return "fails" if self.violation is not None else "conforms"
+
+
+def coverage(prepared: Prepared, config: CheckConfig) -> tuple[dict[str, str], dict[str, str]]:
+    """(properties not checked, with why; calls generated or not, with why)."""
+    caps: Capabilities = prepared.capabilities
+    native = prepared.adapter == "native"
+    not_checked: dict[str, str] = {}
+    if not caps.events:
+        not_checked["events"] = "the target has no take_events"
+    if not native:
+        not_checked["completion"] = "vLLM's completions return nothing"
+        not_checked["epochs"] = "vLLM's API has no epochs"
+    if config.assumes("no-misuse"):
+        not_checked["misuse"] = "assumed away (--assume no-misuse)"
+    alphabet = {
+        "lookup, prepare_store, complete_store (success and failure), prepare_load, "
+        "complete_load": "generated",
+        "touch": "generated" if caps.touch else "not generated: the target has no touch",
+        "reset_cache": ("not generated: the target has no reset_cache" if not caps.reset else
+                        "generated only when nothing is in flight (--assume no-reset-in-flight)"
+                        if config.assumes("no-reset-in-flight") else
+                        "generated, also with copies in flight"),
+        "take_events": "generated" if caps.events else "not generated: no take_events",
+        "duplicate keys in one call": "not generated (--assume unique-keys)"
+        if config.assumes("unique-keys") else "generated",
+        "misuse calls": "not generated (--assume no-misuse)" if config.assumes("no-misuse")
+        else "generated: load of a non-READY key, unmatched complete_load"
+        + (", completion naming a future epoch" if caps.completion_epochs else ""),
+        "stale completions": "not generated (--assume no-stale-completions)"
+        if config.assumes("no-stale-completions") else
+        "not generated: no reset_cache" if not caps.reset else
+        "generated in " + ("both forms (epoch=, and vLLM's without one)"
+                           if caps.completion_epochs else "vLLM's form (no epoch)"),
+    }
+    return not_checked, alphabet
+
+
+def run_check(
+    target: str,
+    config: CheckConfig,
+    obj: Any = None,
+    show_progress: bool = False,
+    label: str | None = None,
+) -> CheckResult:
+    """Check ``target`` under ``config``; raises UsageError if it cannot be checked."""
+    prepared = prepare(target, config, obj)
+    if config.seed is None:
+        config = replace(config, seed=random.SystemRandom().randrange(2**32))
+    config = replace(config, adapter=prepared.adapter)
+    not_checked, alphabet = coverage(prepared, config)
+    result = CheckResult(
+        target=target, adapter=prepared.adapter, adapter_reason=prepared.why, config=config,
+        checked=tuple(p for p in PROPERTIES if p not in not_checked), not_checked=not_checked,
+        alphabet=alphabet)
+    counters = Counters()
+    progress = Progress(label or target, config.max_examples, enabled=show_progress)
+    machine = build_machine(prepared.make_adapter, prepared.capabilities, config, counters,
+                            progress.update)
+    seeded = seed(config.seed)(machine)
+    options = settings(
+        max_examples=config.max_examples, stateful_step_count=config.steps, deadline=None,
+        suppress_health_check=list(HealthCheck), database=None, report_multiple_bugs=False,
+        verbosity=Verbosity.quiet, phases=(Phase.generate,), print_blob=False)
+    progress.begin()
+    start = time.perf_counter()
+    try:
+        run_state_machine_as_test(seeded, settings=options)  # type: ignore[no-untyped-call]
+    except PropertyViolation as violation:
+        result.violation = violation
+    except FlakyFailure as flaky:
+        seen = [e for e in flaky.exceptions if isinstance(e, PropertyViolation)]
+        if seen:
+            result.violation, result.flaky = seen[0], True
+        else:
+            result.error = f"the run was flaky: {flaky}"
+    except Exception as error:  # a bug in the suite or a target that breaks Hypothesis
+        result.error = f"{type(error).__name__}: {error}"
+    result.examples, result.steps = counters.examples, counters.steps
+    if result.violation is not None:
+        found = result.violation
+        result.extra["found_after_s"] = round(time.perf_counter() - start, 3)
+        result.extra["found_trace_calls"] = len(found.trace)
+        result.violation = shrink(prepared.make_adapter, config, found)
+    result.seconds = time.perf_counter() - start
+    progress.end(result.verdict if result.violation is None
+                 else f"fails property {result.violation.prop!r}")
+    return result

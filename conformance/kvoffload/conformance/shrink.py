@@ -1,0 +1,164 @@
+"""Shrink a failing trace to a short, readable one by replaying plain call lists.
+
+Hypothesis finds the failure; shrinking then works on what a reader sees, the calls,
+with replays that cost only the lockstep itself (a replay through Hypothesis costs
+about six times more per step). A candidate is kept when it still fails the *same*
+property and every call in it is one the configuration allows (the assumptions'
+``excludes``, evaluated on the spec's state as the replay reaches it). Passes, repeated
+until nothing changes or the time budget is spent:
+
+1. delete chunks of calls (halves, quarters, ... single calls);
+2. simplify calls: fewer keys, a failed store made successful, vLLM's completion form
+   instead of an epoch;
+3. rename keys to a, b, c ... in order of first use;
+4. a smaller tier (capacity) with the same calls.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from kvoffload.spec import Call, Key, Op, excluded_by
+
+from .adapter_api import Adapter
+from .config import CheckConfig
+from .errors import PropertyViolation
+from .lockstep import Lockstep
+
+
+def attempt(
+    make_adapter: Callable[[int], Adapter],
+    config: CheckConfig,
+    calls: Sequence[Call],
+    drain: bool,
+) -> PropertyViolation | None:
+    """Replay ``calls`` (then the drain) on a tier of ``config.capacity`` slots; the
+    violation raised, or None if it passes or a call is one the configuration never
+    generates."""
+    run = Lockstep(make_adapter(config.capacity), config)
+    try:
+        for call in calls:
+            if call.origin is not None and call.origin >= run.state.epoch:
+                call = replace(call, origin=None)  # its reset was shrunk away: not stale
+            if excluded_by(run.state, call, config.assumptions) is not None:
+                return None
+            run.step(call)
+        if drain:
+            run.drain(stale_completions=not config.assumes("no-stale-completions"))
+    except PropertyViolation as violation:
+        return violation
+    return None
+
+
+def shrink(
+    make_adapter: Callable[[int], Adapter],
+    config: CheckConfig,
+    found: PropertyViolation,
+    budget_s: float = 20.0,
+) -> PropertyViolation:
+    """The shortest violation of ``found.prop`` these passes reach from ``found``."""
+    deadline = time.perf_counter() + budget_s
+    drain = found.in_drain
+    best = found
+    sized = replace(config, capacity=found.capacity or config.capacity)
+
+    def fails(calls: Sequence[Call]) -> bool:
+        nonlocal best
+        if time.perf_counter() > deadline:
+            return False
+        violation = attempt(make_adapter, sized, calls, drain)
+        if violation is None or violation.prop != found.prop:
+            return False
+        if _size(violation) <= _size(best):
+            best = violation
+        return True
+
+    changed = True
+    while changed and time.perf_counter() < deadline:
+        before = _size(best)
+        for smaller in range(1, sized.capacity):
+            if fails_with(make_adapter, replace(sized, capacity=smaller), best, drain):
+                sized = replace(sized, capacity=smaller)
+                best = attempt(make_adapter, sized, _generated(best), drain) or best
+                break
+        _delete_chunks(_generated(best), fails)
+        _simplify(_generated(best), fails)
+        _rename(_generated(best), fails)
+        changed = _size(best) < before
+    return best
+
+
+def fails_with(
+    make_adapter: Callable[[int], Adapter], config: CheckConfig, found: PropertyViolation,
+    drain: bool,
+) -> bool:
+    """Does ``found``'s trace fail the same property under ``config`` (another capacity)?"""
+    violation = attempt(make_adapter, config, _generated(found), drain)
+    return violation is not None and violation.prop == found.prop
+
+
+def _generated(violation: PropertyViolation) -> list[Call]:
+    return list(violation.trace[:violation.generated])
+
+
+def _size(violation: PropertyViolation) -> tuple[int, int, int, str]:
+    """Smaller tiers first, then shorter traces, fewer keys, the smaller text."""
+    calls = violation.trace
+    return (violation.capacity, len(calls), sum(len(c.keys) for c in calls),
+            " ".join(map(str, calls)))
+
+
+def _delete_chunks(calls: list[Call], fails: Callable[[Sequence[Call]], bool]) -> list[Call]:
+    size = max(1, len(calls) // 2)
+    while size >= 1:
+        start = 0
+        while start < len(calls):
+            candidate = calls[:start] + calls[start + size:]
+            if fails(candidate):
+                calls = candidate
+            else:
+                start += size
+        size //= 2
+    return calls
+
+
+def _variants(call: Call) -> list[Call]:
+    """Simpler forms of one call, simplest first."""
+    out: list[Call] = []
+    if not call.success:
+        out.append(replace(call, success=True))
+    if call.epoch is not None:
+        out.append(replace(call, epoch=None, origin=call.epoch if call.origin is None
+                           else call.origin))
+    if len(call.keys) > 1 and call.op is not Op.LOOKUP:
+        out.extend(replace(call, keys=call.keys[:i] + call.keys[i + 1:])
+                   for i in range(len(call.keys)))
+    return out
+
+
+def _simplify(calls: list[Call], fails: Callable[[Sequence[Call]], bool]) -> list[Call]:
+    index = 0
+    while index < len(calls):
+        for simpler in _variants(calls[index]):
+            candidate = [*calls[:index], simpler, *calls[index + 1:]]
+            if fails(candidate):
+                calls = candidate
+                break
+        else:
+            index += 1
+    return calls
+
+
+def _rename(calls: list[Call], fails: Callable[[Sequence[Call]], bool]) -> list[Call]:
+    """Keys renamed a, b, c ... in order of first use (opaque keys: same behaviour)."""
+    order: dict[Key, None] = {}
+    for call in calls:
+        order.update(dict.fromkeys(call.keys))
+    names = [chr(ord("a") + i) if i < 26 else f"k{i}" for i in range(len(order))]
+    mapping = dict(zip(order, names, strict=True))
+    if all(k == v for k, v in mapping.items()):
+        return calls
+    candidate = [replace(c, keys=tuple(mapping[k] for k in c.keys)) for c in calls]
+    return candidate if fails(candidate) else calls
