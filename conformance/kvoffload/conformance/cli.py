@@ -1,4 +1,10 @@
-"""The ``kvoffload`` command line."""
+"""The ``kvoffload`` command line: ``kvoffload check`` (the conformance suite) and
+``kvoffload demo`` (the spec's scenarios).
+
+``kvoffload check`` exits 0 when the target conforms, 1 when a property fails, 2 when
+it cannot run (bad option, unloadable target, internal error), with a message saying
+which.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kvoffload.spec import MisuseError, check_invariants, initial_state
+from kvoffload.spec import ASSUMPTIONS, MisuseError, check_invariants, initial_state
 from kvoffload.spec.calls import apply
 from kvoffload.spec.scenarios import SCENARIOS
+
+from .check_command import add_check_arguments, run_check_command
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -47,6 +55,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="play the spec's scenarios (PR #41795 first)")
     demo.add_argument("scenario", nargs="*", help="scenario names (default: all)")
     demo.set_defaults(run=_demo)
+    check = sub.add_parser(
+        "check", help="check a manager against the spec (default: the reference manager)",
+        description="Drive TARGET and the spec in lockstep with generated calls and compare "
+        "every observable output; on a failure, print the shrunk trace and write a "
+        "reproducer. Assumptions: " + "; ".join(f"{a.name}: never {a.never}"
+                                                for a in ASSUMPTIONS.values()),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_check_arguments(check)
+    check.set_defaults(run=run_check_command)
     args = parser.parse_args(argv)
     result: int = args.run(args)
     return result

@@ -8,8 +8,8 @@ property and every call in it is one the configuration allows (the assumptions'
 until nothing changes or the time budget is spent:
 
 1. delete chunks of calls (halves, quarters, ... single calls);
-2. simplify calls: fewer keys, a failed store made successful, vLLM's completion form
-   instead of an epoch;
+2. simplify calls: a lookup of one of its keys instead, fewer keys, a failed store made
+   successful, vLLM's completion form instead of an epoch;
 3. rename keys to a, b, c ... in order of first use;
 4. a smaller tier (capacity) with the same calls.
 """
@@ -125,8 +125,10 @@ def _delete_chunks(calls: list[Call], fails: Callable[[Sequence[Call]], bool]) -
 
 
 def _variants(call: Call) -> list[Call]:
-    """Simpler forms of one call, simplest first."""
+    """Simpler forms of one call, simplest first (a lookup says most with least)."""
     out: list[Call] = []
+    if call.op is not Op.LOOKUP:
+        out.extend(Call(Op.LOOKUP, (key,)) for key in dict.fromkeys(call.keys))
     if not call.success:
         out.append(replace(call, success=True))
     if call.epoch is not None:

@@ -3,6 +3,9 @@
 ``module:attr`` or ``path/to/file.py:attr``; ``attr`` (dotted names allowed) is a manager
 class, a factory taking the capacity as its one positional argument (optionally a
 ``policy`` keyword), or a vLLM manager class of any era, which its adapter constructs.
+``vllm==X`` is vLLM release X's own CPU manager, loaded from its PyPI wheel by
+:mod:`.vllm_wheels` (0.18's ``LRUOffloadingManager`` or ``ARCOffloadingManager``, after
+``--policy``).
 """
 
 from __future__ import annotations
@@ -43,8 +46,11 @@ class Prepared:
     """Builds one adapted instance with the given capacity (one per example)."""
 
 
-def load_object(text: str) -> Any:
-    """Import ``module:attr`` or ``path/to/file.py:attr`` and return the attribute."""
+def load_object(text: str, policy: str = "lru") -> Any:
+    """Import ``module:attr`` or ``path/to/file.py:attr`` and return the attribute (or
+    vLLM release X's manager class for ``vllm==X``)."""
+    if text.startswith("vllm=="):
+        return _vllm_release(text.removeprefix("vllm=="), policy)
     where, sep, attr = text.rpartition(":")
     if not sep or not where or not attr:
         raise UsageError(f"TARGET {text!r} must be module:attr or path/to/file.py:attr")
@@ -65,6 +71,15 @@ def load_object(text: str) -> Any:
     if not callable(obj):
         raise TargetLoadError(f"TARGET {text!r} is {obj!r}: not a class or factory")
     return obj
+
+
+def _vllm_release(version: str, policy: str) -> Any:
+    from .vllm_wheels import VllmReleaseUnavailable, load_release
+
+    try:
+        return load_release(version).manager_class(policy)
+    except (VllmReleaseUnavailable, ImportError) as error:
+        raise TargetLoadError(f"cannot load vLLM {version}'s manager: {error}") from error
 
 
 def _load_file(path: Path) -> Any:
@@ -93,7 +108,7 @@ def prepare(text: str, config: CheckConfig, obj: Any = None) -> Prepared:
     ``obj`` skips the import (the self-test and the pytest plugin pass objects).
     """
     if obj is None:
-        obj = load_object(text)
+        obj = load_object(text, config.policy.value)
     if config.adapter not in ADAPTERS:
         raise UsageError(f"unknown adapter {config.adapter!r}; known: {list(ADAPTERS)}")
     era = era_of(obj)

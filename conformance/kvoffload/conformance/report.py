@@ -1,0 +1,226 @@
+"""What a run leaves behind: the text report, ``report.json``, a reproducer, JUnit XML.
+
+The JSON schema (``kvoffload-conformance-report/1``) is documented in
+``docs/conformance.md``; fields are only ever added to it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kvoffload.spec import Call
+
+from .errors import PropertyViolation, format_table
+from .properties import PROPERTIES, describe
+from .runner import CheckResult
+
+SCHEMA = "kvoffload-conformance-report/1"
+
+
+def call_json(call: Call, drain: bool) -> dict[str, Any]:
+    return {"op": call.op.value, "keys": [_plain(k) for k in call.keys],
+            "success": call.success, "epoch": call.epoch, "origin": call.origin,
+            "text": str(call), "drain": drain}
+
+
+def _plain(value: object) -> object:
+    return value if isinstance(value, str | int | float | bool) or value is None else repr(value)
+
+
+def violation_json(violation: PropertyViolation, reproducer: str | None) -> dict[str, Any]:
+    return {
+        "property": violation.prop,
+        "description": describe(violation.prop),
+        "message": violation.message,
+        "capacity": violation.capacity,
+        "step": violation.step,
+        "trace": [call_json(c, i >= violation.generated) for i, c in enumerate(violation.trace)],
+        "table": [{"aspect": a, "spec": s, "target": t} for a, s, t in violation.rows],
+        "reproducer": reproducer,
+    }
+
+
+def result_json(result: CheckResult, reproducer: str | None = None) -> dict[str, Any]:
+    """report.json for one check."""
+    return {
+        "schema": SCHEMA,
+        "target": result.target,
+        "adapter": {"name": result.adapter, "why": result.adapter_reason},
+        "configuration": result.config.describe(),
+        "calls": result.alphabet,
+        "verdict": result.verdict,
+        "properties": {"checked": list(result.checked), "not_checked": result.not_checked,
+                       "descriptions": {p: PROPERTIES[p] for p in PROPERTIES}},
+        "run": {"examples": result.examples, "steps": result.steps,
+                "seconds": round(result.seconds, 3), "flaky": result.flaky, **result.extra},
+        "violation": None if result.violation is None else violation_json(
+            result.violation, reproducer),
+        "error": result.error,
+    }
+
+
+def configuration_text(result: CheckResult) -> str:
+    config = result.config
+    lines = [
+        f"target         {result.target}",
+        f"adapter        {result.adapter} ({result.adapter_reason})",
+        f"profile        {config.profile.value}",
+        f"policy         {config.policy.value}",
+        f"level          {config.level.value}",
+        f"assumptions    {', '.join(config.assume) or 'none'}",
+        f"budget         {config.max_examples} examples x {config.steps} steps, tiers of 1.."
+        f"{config.capacity} slots, seed {config.seed}",
+    ]
+    lines += [f"calls          {what}: {how}" for what, how in result.alphabet.items()]
+    return "\n".join(lines)
+
+
+def summary_text(result: CheckResult) -> str:
+    """The summary table: one row per property."""
+    failed = result.violation.prop if result.violation is not None else None
+    rows = []
+    for prop in PROPERTIES:
+        if prop in result.not_checked:
+            status = f"not checked: {result.not_checked[prop]}"
+        elif prop == failed:
+            status = "FAILED"
+        elif result.verdict == "fails":
+            status = "held until the first failure"
+        elif result.verdict == "error":
+            status = "unknown (the run did not finish)"
+        else:
+            status = "held"
+        rows.append((prop, status, ""))
+    table = format_table(("property", "result", ""), rows)
+    head = (f"{result.verdict.upper()}: {result.examples} examples, {result.steps} steps, "
+            f"{result.seconds:.1f} s")
+    return head + "\n" + "\n".join(line.rstrip() for line in table.splitlines())
+
+
+def counterexample_text(violation: PropertyViolation, reproducer: str | None) -> str:
+    lines = [f"property {violation.prop!r} violated: {describe(violation.prop)}",
+             f"  {violation.message}",
+             f"shrunk trace ({len(violation.trace)} calls, tier of {violation.capacity} "
+             f"slot{'s' if violation.capacity != 1 else ''}):",
+             *violation.trace_lines(),
+             "at the first divergence:",
+             textwrap.indent(violation.table(), "  ")]
+    if reproducer:
+        lines.append(f"reproducer: {reproducer}  (python -m pytest {reproducer})")
+    return "\n".join(lines)
+
+
+def reproducer_source(result: CheckResult, violation: PropertyViolation) -> str:
+    """A standalone pytest file that fails while the target still diverges."""
+    config = result.config.describe()
+    config["capacity"] = violation.capacity
+    config_lines = "\n".join(f"    {k!r}: {v!r}," for k, v in config.items()
+                             if k in ("adapter", "profile", "policy", "level", "assume",
+                                      "capacity"))
+    drain = violation.in_drain
+    calls = violation.trace[:violation.generated] if drain else violation.trace
+    call_lines = "\n".join(f"    {_call_source(c)},  # {i}" for i, c in enumerate(calls, 1))
+    table = textwrap.indent(violation.table(), "    ")
+    return f'''"""Reproducer written by `kvoffload check`.
+
+{result.target} violates {violation.prop!r}: {describe(violation.prop)}.
+{violation.message}
+
+Run it with `python -m pytest {{this file}}` (or `python {{this file}}`): it fails while the
+target still diverges from the spec on this trace, and passes once it is fixed.
+Seen at the first divergence:
+
+{table}
+"""
+
+from kvoffload.conformance.reproduce import reproduce
+from kvoffload.spec import Call, Op
+
+TARGET = {result.target!r}
+CONFIGURATION = {{
+{config_lines}
+}}
+CALLS = [
+{call_lines}
+]
+DRAIN = {drain!r}
+"""After the calls, complete every running copy and check nothing leaked (liveness)."""
+
+
+def test_{_identifier(violation.prop)}() -> None:
+    reproduce(TARGET, CONFIGURATION, CALLS, drain=DRAIN)
+
+
+if __name__ == "__main__":
+    test_{_identifier(violation.prop)}()
+    print("the target conforms on this trace")
+'''
+
+
+def _call_source(call: Call) -> str:
+    parts = [f"Op.{call.op.name}"]
+    if call.keys:
+        parts.append(repr(tuple(call.keys)))
+    if not call.success:
+        parts.append("success=False")
+    if call.epoch is not None:
+        parts.append(f"epoch={call.epoch}")
+    if call.origin is not None:
+        parts.append(f"origin={call.origin}")
+    return f"Call({', '.join(parts)})"
+
+
+def _identifier(prop: str) -> str:
+    return re.sub(r"\W", "_", prop)
+
+
+def write_check_report(result: CheckResult, report_dir: Path) -> tuple[Path, Path | None]:
+    """Write report.json (and a reproducer on failure); returns their paths."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    reproducer: Path | None = None
+    if result.violation is not None:
+        reproducer = report_dir / f"reproduce_{_identifier(result.violation.prop)}.py"
+        reproducer.write_text(reproducer_source(result, result.violation), encoding="utf-8")
+    report = report_dir / "report.json"
+    data = result_json(result, str(reproducer) if reproducer else None)
+    report.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return report, reproducer
+
+
+def junit_xml(
+    suite: str, cases: Sequence[tuple[str, str, str | None, str | None, float]]
+) -> str:
+    """JUnit XML: (name, classname, failure message or None, skipped reason or None, s)."""
+    root = ET.Element("testsuite", name=suite, tests=str(len(cases)),
+                      failures=str(sum(1 for c in cases if c[2] is not None)),
+                      skipped=str(sum(1 for c in cases if c[3] is not None)),
+                      time=f"{sum(c[4] for c in cases):.3f}")
+    for name, classname, failure, skipped, seconds in cases:
+        case = ET.SubElement(root, "testcase", name=name, classname=classname,
+                             time=f"{seconds:.3f}")
+        if failure is not None:
+            ET.SubElement(case, "failure", message=failure.splitlines()[0]).text = failure
+        elif skipped is not None:
+            ET.SubElement(case, "skipped", message=skipped)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def check_junit(result: CheckResult) -> str:
+    """One test case per property (the violated one fails; unchecked ones are skipped)."""
+    cases: list[tuple[str, str, str | None, str | None, float]] = []
+    failed = result.violation
+    for prop in PROPERTIES:
+        failure = None
+        if failed is not None and failed.prop == prop:
+            failure = str(failed)
+        elif result.error is not None:
+            failure = f"the run did not finish: {result.error}"
+        cases.append((prop, f"kvoffload.{result.target}", failure,
+                      result.not_checked.get(prop), result.seconds if failure else 0.0))
+    return junit_xml("kvoffload-conformance", cases)
