@@ -207,6 +207,35 @@ def pinned_runs(releases: dict[str, VllmRelease], pinned: int, evictable: int,
               + f"  {costs['in flight'] / costs['none']:>14.2f}")
 
 
+def drive_once(name: str, requests_count: int, setup_only: bool) -> int:
+    """Drive the trace once on one manager, untimed: for counting instructions, e.g.
+    ``valgrind --tool=cachegrind --cache-sim=no python benchmarks/bench_manager.py
+    --drive ours`` minus the same with ``--setup-only``."""
+    shape = replace(TraceShape(), requests=requests_count)
+    requests = make_requests(shape)
+    drive: Callable[[], tuple[int, int]]
+    if name == "ours":
+        manager: Any = OffloadManager(shape.capacity)
+        drive = lambda: drive_native(manager, requests, shape)  # noqa: E731
+    elif name == "bare":
+        manager = BareLru(shape.capacity)
+        drive = lambda: drive_native(manager, requests, shape, bare=True)  # noqa: E731
+    elif name == "facade":
+        manager = VllmFacade(shape.capacity, "lru", True, types=VllmTypes.stand_ins())
+        contexts: list[Any] = [None] * len(requests)
+        drive = lambda: drive_vllm(manager, requests, shape, contexts,  # noqa: E731
+                                   VllmLookupResult.HIT)
+    else:
+        release = load_release(name.removeprefix("vllm-"))
+        manager = release.manager_class()(shape.capacity, "lru", enable_events=True)
+        contexts = contexts_for(release, requests)
+        drive = lambda: drive_vllm(manager, requests, shape, contexts,  # noqa: E731
+                                   hit_answer(release))
+    if not setup_only:
+        print(f"{name}: {drive()[0]} block operations")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=TraceShape.requests)
@@ -217,7 +246,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="3,000 requests, 2 repeats, 300 rounds")
     parser.add_argument("--parts", default="agreement,trace,pinned",
                         help="comma-separated: agreement, trace, pinned (default: all)")
+    parser.add_argument("--drive", choices=["ours", "bare", "facade", *(
+        f"vllm-{v}" for v in VLLM_RELEASES)],
+                        help="only drive the trace once on this manager (for instruction "
+                             "counting under valgrind); prints the block operations")
+    parser.add_argument("--setup-only", action="store_true",
+                        help="with --drive: everything but the drive (the baseline)")
     args = parser.parse_args(argv)
+    if args.drive:
+        return drive_once(args.drive, args.requests, args.setup_only)
     if args.quick:
         args.requests, args.repeats, args.rounds = 3_000, 2, 300
     parts = set(args.parts.split(","))
