@@ -59,8 +59,8 @@ from manager_agreement import (
     lockstep_with_vllm,
 )
 from manager_drivers import drive_native, drive_vllm
-from manager_pinned import MODES, native_round_cost, vllm_round_cost
-from manager_trace import Request, TraceShape, make_requests
+from manager_pinned import MODES, fill, native_round_cost, vllm_round_cost
+from manager_trace import Request, TraceShape, block_key, make_requests
 
 VLLM_RELEASES = ("0.24.0", "0.34.0")
 SMALL = TraceShape(requests=600, prompts=120, prompt_blocks=(2, 12), own_blocks=(1, 4),
@@ -236,6 +236,19 @@ def drive_once(name: str, requests_count: int, setup_only: bool) -> int:
     return 0
 
 
+def drive_pinned_once(policy: str, mode: str, pinned: int, rounds: int) -> int:
+    """Fill as :mod:`manager_pinned` does, then ``rounds`` untimed rounds: instructions
+    per round are the difference with ``rounds`` = 0, divided by ``rounds``."""
+    manager = OffloadManager(pinned + 4_096, policy=policy)
+    fill(manager.prepare_store, manager.complete_store, manager.prepare_load, mode,
+         pinned, 4_096)
+    for i in range(rounds):
+        keys = [block_key("round", i)]
+        manager.prepare_store(keys)
+        manager.complete_store(keys)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=TraceShape.requests)
@@ -252,9 +265,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "counting under valgrind); prints the block operations")
     parser.add_argument("--setup-only", action="store_true",
                         help="with --drive: everything but the drive (the baseline)")
+    parser.add_argument("--drive-pinned", metavar="POLICY:MODE",
+                        help="only fill an OffloadManager (lru or arc; none, pinned or "
+                             "in-flight) and run --rounds rounds, untimed (for valgrind)")
     args = parser.parse_args(argv)
     if args.drive:
         return drive_once(args.drive, args.requests, args.setup_only)
+    if args.drive_pinned:
+        policy, _, mode = args.drive_pinned.partition(":")
+        return drive_pinned_once(policy, mode.replace("-", " "), args.pinned, args.rounds)
     if args.quick:
         args.requests, args.repeats, args.rounds = 3_000, 2, 300
     parts = set(args.parts.split(","))

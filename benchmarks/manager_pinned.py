@@ -26,8 +26,9 @@ from manager_trace import block_key
 MODES = ("none", "pinned", "in flight")
 
 
-def _fill(store: Callable[[list[bytes]], Any], complete: Callable[[list[bytes]], Any],
+def fill(store: Callable[[list[bytes]], Any], complete: Callable[[list[bytes]], Any],
           load: Callable[[list[bytes]], Any], mode: str, pinned: int, evictable: int) -> None:
+    """Fill a tier of ``pinned + evictable`` slots in ``mode`` (see the module doc)."""
     keys = [block_key("fill", i) for i in range(pinned + evictable)]
     for start in range(0, pinned + evictable, 1_000):
         chunk = keys[start:start + 1_000]
@@ -43,7 +44,7 @@ def native_round_cost(make: Callable[[int], Any], mode: str, pinned: int, evicta
                       rounds: int) -> float:
     """CPU ns per round (store one block, evicting one; complete it), native API."""
     manager = make(pinned + evictable)
-    _fill(manager.prepare_store, manager.complete_store, manager.prepare_load, mode,
+    fill(manager.prepare_store, manager.complete_store, manager.prepare_load, mode,
           pinned, evictable)
     prepare_store, complete_store = manager.prepare_store, manager.complete_store
 
@@ -57,7 +58,7 @@ def vllm_round_cost(make: Callable[[int], Any], context: Any, mode: str, pinned:
                     evictable: int, rounds: int) -> float:
     """CPU ns per round through vLLM's API (``context`` is passed to every call)."""
     manager = make(pinned + evictable)
-    _fill(lambda k: manager.prepare_store(k, context),
+    fill(lambda k: manager.prepare_store(k, context),
           lambda k: manager.complete_store(k, context),
           lambda k: manager.prepare_load(k, context), mode, pinned, evictable)
     prepare_store, complete_store = manager.prepare_store, manager.complete_store

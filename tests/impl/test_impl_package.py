@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import kvoffload.impl as impl
 
@@ -21,3 +23,17 @@ def test_importing_the_manager_and_facade_does_not_import_torch() -> None:
                           check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_manager_modules_take_only_vocabulary_errors_and_outputs_from_the_spec() -> None:
+    allowed = {"kvoffload.spec.vocabulary", "kvoffload.spec.errors", "kvoffload.spec.outputs"}
+    package = Path(impl.__file__).parent
+    for module in sorted(package.glob("*.py")):  # the manager's modules, not the data path's
+        tree = ast.parse(module.read_text())
+        for node in ast.walk(tree):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            for name in names:
+                if name.startswith("kvoffload.spec"):
+                    assert name in allowed, f"{module.name} imports {name}"
+                assert not name.startswith(("torch", "numpy", "vllm")), f"{module.name}: {name}"
