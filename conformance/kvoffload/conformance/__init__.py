@@ -1,1 +1,75 @@
-"""kvoffload.conformance: check any engine's offloading manager against the spec."""
+"""kvoffload.conformance: check any engine's offloading manager against the spec.
+
+From the command line: ``kvoffload check TARGET``; from pytest:
+``pytest --kvoffload-target=TARGET``; from Python::
+
+    from kvoffload.conformance import check
+    result = check("mypkg.offload:Manager", assume=["unique-keys"])
+    result.raise_if_failed()      # PropertyViolation with the shrunk trace
+
+Names are imported on first use, so importing this package (a reproducer does) pulls
+in neither Hypothesis nor any target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .errors import PropertyViolation, UsageError
+    from .runner import CheckResult
+
+__all__ = ["CheckResult", "PropertyViolation", "UsageError", "check"]
+
+
+def check(
+    target: Any,
+    *,
+    profile: str = "strict",
+    policy: str = "lru",
+    level: str = "any",
+    assume: Iterable[str] = (),
+    capacity: int | None = None,
+    max_examples: int | None = None,
+    steps: int | None = None,
+    seed: int | None = None,
+    adapter: str = "auto",
+) -> CheckResult:
+    """Check ``target`` (a TARGET string, or a manager class or factory) against the spec.
+
+    raises: UsageError (bad option, unloadable target)
+    """
+    from kvoffload.spec import Policy
+
+    from .config import (
+        DEFAULT_CAPACITY,
+        DEFAULT_MAX_EXAMPLES,
+        DEFAULT_STEPS,
+        CheckConfig,
+        Level,
+        Profile,
+    )
+    from .runner import run_check
+
+    config = CheckConfig(
+        profile=Profile(profile), policy=Policy(policy), level=Level(level),
+        assume=tuple(assume), capacity=capacity or DEFAULT_CAPACITY,
+        max_examples=max_examples or DEFAULT_MAX_EXAMPLES, steps=steps or DEFAULT_STEPS,
+        seed=seed, adapter=adapter)
+    if isinstance(target, str):
+        return run_check(target, config)
+    name = f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', target)}"
+    return run_check(name, config, obj=target)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("PropertyViolation", "UsageError"):
+        from . import errors
+
+        return getattr(errors, name)
+    if name == "CheckResult":
+        from .runner import CheckResult
+
+        return CheckResult
+    raise AttributeError(f"module 'kvoffload.conformance' has no attribute {name!r}")

@@ -45,6 +45,8 @@ class PropertyViolation(Exception):
         self.step: int = 0
         self.capacity: int = 0
         """The tier size the failing example ran with."""
+        self.probe = False
+        """Found by the lookups around a rejected call, not by the call's own answer."""
 
     @property
     def in_drain(self) -> bool:

@@ -230,12 +230,12 @@ class Lockstep:
                 raise PropertyViolation("lookup", f"{probe} returned {got!r}",
                                         [("call", str(probe), str(probe))])
             if before is None and not lookup_agrees(self.config.profile, expected, got):
-                raise PropertyViolation(
+                raise _probed(PropertyViolation(
                     "lookup", f"lookup({key!r}) must answer {show(expected)} "
                     f"({self.config.profile.value} profile); the target answered {show(got)} "
                     f"(asked just before {call})",
                     [("call", str(probe), str(probe)), ("answer", show(expected), show(got)),
-                     *self._context((key,))])
+                     *self._context((key,))]))
             if before is not None and before.get(key) is not got:
                 raise PropertyViolation(
                     "misuse", f"the rejected call {call} changed the state: lookup({key!r}) "
@@ -536,6 +536,11 @@ _CHECKS: dict[Op, Check] = {
     Op.RESET_CACHE: Lockstep._check_reset,
     Op.TAKE_EVENTS: Lockstep._check_events,
 }
+
+
+def _probed(violation: PropertyViolation) -> PropertyViolation:
+    violation.probe = True
+    return violation
 
 
 def _is_reported(value: object) -> TypeGuard[Reported]:

@@ -11,9 +11,10 @@ completions from before a reset. Each enabled assumption stops the calls it excl
 Why one rule, not one rule per operation: measured on this suite, Hypothesis's rule
 selection (preconditions, feature flags) took about 40% of a run, and argument-free
 rules such as ``reset_cache`` got a third of all steps, which kept states shallow.
-So each step draws a single integer that picks the operation by weights that depend
-on the spec's state (an operation with nothing to act on has weight 0, the role a
-precondition plays) and then expands the arguments with a seeded generator. Each
+So each step draws a single integer whose seeded generator makes a short burst of
+calls, each picking the operation by weights that depend on the spec's state (an
+operation with nothing to act on has weight 0, the role a precondition plays) and
+then its arguments. Each
 example also switches a random fifth of the operations off ("swarm testing", as
 Hypothesis's own feature flags do), which reaches states that need long runs without,
 say, resets. Hypothesis finds failures; :mod:`.shrink` shrinks them as call lists.
@@ -47,6 +48,10 @@ from .lockstep import Lockstep
 CHOICE = st.integers(0, 2**32 - 1)
 """One draw per step: Hypothesis costs about 0.1 ms per value drawn, more than a
 lockstep step, and the suite shrinks call traces itself."""
+
+BURST = 4
+"""Calls per Hypothesis step: each step's generator makes this many calls in a row,
+which divides Hypothesis's per-step cost among them (``--steps`` still counts calls)."""
 
 WEIGHTS: dict[str, float] = {
     "lookup": 3, "prepare_store": 3, "store_and_complete": 3, "complete_store": 3,
@@ -124,6 +129,7 @@ def build_machine(
             self.groups: list[_Group] = []
             self.broken = False
             self.mask: dict[str, float] = dict(WEIGHTS)
+            self.options: tuple[tuple[str, ...], tuple[float, ...]] = ((), ())
             self.keys: tuple[Key, ...] = ()
             self.gone: list[Key] = []
             """Keys evicted (or dropped by a reset) so far, oldest first."""
@@ -144,11 +150,11 @@ def build_machine(
 
         @rule(x=CHOICE)
         def step(self, x: int) -> None:
-            """One call (two for store_and_complete), chosen and built from ``x``."""
+            """A burst of BURST calls, each chosen and built from ``x``'s generator."""
             rng = random.Random(x)
-            options = [(name, w) for name, w in self.mask.items() if w and self._possible(name)]
-            names, weights = zip(*options, strict=True)
-            getattr(self, rng.choices(names, weights)[0])(rng)
+            for _ in range(BURST):
+                names, weights = self.options
+                getattr(self, rng.choices(names, weights)[0])(rng)
 
         # --- bookkeeping -------------------------------------------------------------
 
@@ -197,6 +203,8 @@ def build_machine(
             running = {k for g in self.groups if g.kind is CopyKind.STORE for k in g.keys}
             self.idle = tuple(k for k in self.keys if k not in running)
             self.in_flight = state.in_flight()
+            names = tuple(n for n, w in self.mask.items() if w and self._possible(n))
+            self.options = (names, tuple(self.mask[n] for n in names))
 
         def _possible(self, name: str) -> bool:
             """Can this kind of call be made now, in this configuration (the model only)?"""

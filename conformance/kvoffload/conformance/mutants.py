@@ -152,9 +152,13 @@ class ArcRejectsWithEvictable(OffloadManager):
         order = self._order
         new = [k for k in unique(keys) if k not in self._ready and k not in self._storing]
         free = len(self._free) + self._capacity - self._fresh
-        if (isinstance(order, ArcEviction) and len(new) > free and order.t1_size <= order.p
-                and not [k for k in order.t2 if k not in keys]):
-            return StoreRejected(needed=len(new), available=free)
+        if isinstance(order, ArcEviction) and len(new) > free:
+            p = order.p
+            order.adapted(new)  # p as this call's eviction sees it
+            stuck = order.t1_size <= order.p and not [k for k in order.t2 if k not in keys]
+            order.p = p
+            if stuck:
+                return StoreRejected(needed=len(new), available=free)
         return super().prepare_store(keys)
 
 

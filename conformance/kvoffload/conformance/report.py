@@ -106,14 +106,18 @@ def summary_text(result: CheckResult) -> str:
 def counterexample_text(violation: PropertyViolation, reproducer: str | None) -> str:
     lines = [f"property {violation.prop!r} violated: {describe(violation.prop)}",
              f"  {violation.message}",
-             f"shrunk trace ({len(violation.trace)} calls, tier of {violation.capacity} "
-             f"slot{'s' if violation.capacity != 1 else ''}):",
+             f"shrunk trace ({_count(len(violation.trace), 'call')}, tier of "
+             f"{_count(violation.capacity, 'slot')}):",
              *violation.trace_lines(),
              "at the first divergence:",
              textwrap.indent(violation.table(), "  ")]
     if reproducer:
         lines.append(f"reproducer: {reproducer}  (python -m pytest {reproducer})")
     return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def reproducer_source(result: CheckResult, violation: PropertyViolation) -> str:

@@ -15,7 +15,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from .adapter_api import Capabilities
 from .config import CheckConfig
 from .errors import PropertyViolation
-from .machine import Counters, build_machine
+from .machine import BURST, Counters, build_machine
 from .progress import Progress
 from .properties import PROPERTIES
 from .shrink import shrink
@@ -46,6 +46,14 @@ class CheckResult:
         if self.error is not None:
             return "error"
         return "fails" if self.violation is not None else "conforms"
+
+    def raise_if_failed(self) -> None:
+        """Raise the violation (shrunk trace and table in its message), or a RuntimeError
+        if the run did not finish; return quietly if the target conforms."""
+        if self.violation is not None:
+            raise self.violation
+        if self.error is not None:
+            raise RuntimeError(f"kvoffload check of {self.target} did not finish: {self.error}")
 
 
 def coverage(prepared: Prepared, config: CheckConfig) -> tuple[dict[str, str], dict[str, str]]:
@@ -106,7 +114,8 @@ def run_check(
                             progress.update)
     seeded = seed(config.seed)(machine)
     options = settings(
-        max_examples=config.max_examples, stateful_step_count=config.steps, deadline=None,
+        max_examples=config.max_examples, stateful_step_count=-(-config.steps // BURST),
+        deadline=None,
         suppress_health_check=list(HealthCheck), database=None, report_multiple_bugs=False,
         verbosity=Verbosity.quiet, phases=(Phase.generate,), print_blob=False)
     progress.begin()

@@ -10,8 +10,7 @@ until nothing changes or the time budget is spent:
 1. delete chunks of calls (halves, quarters, ... single calls);
 2. simplify calls: a lookup of one of its keys instead, fewer keys, a failed store made
    successful, vLLM's completion form instead of an epoch;
-3. rename keys to a, b, c ... in order of first use;
-4. a smaller tier (capacity) with the same calls.
+3. rename keys to a, b, c ... in order of first use.
 """
 
 from __future__ import annotations
@@ -58,31 +57,33 @@ def shrink(
     found: PropertyViolation,
     budget_s: float = 20.0,
 ) -> PropertyViolation:
-    """The shortest violation of ``found.prop`` these passes reach from ``found``."""
+    """The shortest violation of ``found.prop`` these passes reach from ``found``.
+
+    Every candidate is tried on the smallest tier first (1 slot, then 2, ... up to the
+    current one), so a trace may shrink and its tier with it in one move: a bug that
+    reads as one property on a large tier and as another on a small one still shrinks.
+    """
     deadline = time.perf_counter() + budget_s
     drain = found.in_drain
     best = found
-    sized = replace(config, capacity=found.capacity or config.capacity)
+    largest = found.capacity or config.capacity
 
     def fails(calls: Sequence[Call]) -> bool:
-        nonlocal best
-        if time.perf_counter() > deadline:
-            return False
-        violation = attempt(make_adapter, sized, calls, drain)
-        if violation is None or violation.prop != found.prop:
-            return False
-        if _size(violation) <= _size(best):
-            best = violation
-        return True
+        nonlocal best, largest
+        for capacity in range(1, largest + 1):
+            if time.perf_counter() > deadline:
+                return False
+            violation = attempt(make_adapter, replace(config, capacity=capacity), calls, drain)
+            if violation is not None and violation.prop == found.prop:
+                if _size(violation) <= _size(best):
+                    best, largest = violation, capacity
+                return True
+        return False
 
     changed = True
     while changed and time.perf_counter() < deadline:
         before = _size(best)
-        for smaller in range(1, sized.capacity):
-            if fails_with(make_adapter, replace(sized, capacity=smaller), best, drain):
-                sized = replace(sized, capacity=smaller)
-                best = attempt(make_adapter, sized, _generated(best), drain) or best
-                break
+        fails(_generated(best))
         _delete_chunks(_generated(best), fails)
         _simplify(_generated(best), fails)
         _rename(_generated(best), fails)
@@ -90,23 +91,15 @@ def shrink(
     return best
 
 
-def fails_with(
-    make_adapter: Callable[[int], Adapter], config: CheckConfig, found: PropertyViolation,
-    drain: bool,
-) -> bool:
-    """Does ``found``'s trace fail the same property under ``config`` (another capacity)?"""
-    violation = attempt(make_adapter, config, _generated(found), drain)
-    return violation is not None and violation.prop == found.prop
-
-
 def _generated(violation: PropertyViolation) -> list[Call]:
     return list(violation.trace[:violation.generated])
 
 
-def _size(violation: PropertyViolation) -> tuple[int, int, int, str]:
-    """Smaller tiers first, then shorter traces, fewer keys, the smaller text."""
+def _size(violation: PropertyViolation) -> tuple[int, int, bool, int, str]:
+    """Smaller tiers first, then shorter traces, a failing call over a failing probe,
+    fewer keys, the smaller text."""
     calls = violation.trace
-    return (violation.capacity, len(calls), sum(len(c.keys) for c in calls),
+    return (violation.capacity, len(calls), violation.probe, sum(len(c.keys) for c in calls),
             " ".join(map(str, calls)))
 
 
@@ -124,11 +117,12 @@ def _delete_chunks(calls: list[Call], fails: Callable[[Sequence[Call]], bool]) -
     return calls
 
 
-def _variants(call: Call) -> list[Call]:
-    """Simpler forms of one call, simplest first (a lookup says most with least)."""
+def _variants(call: Call, earlier: Sequence[Key]) -> list[Call]:
+    """Simpler forms of one call, simplest first: a lookup (of its keys, or of keys
+    named before it) says most with least."""
     out: list[Call] = []
     if call.op is not Op.LOOKUP:
-        out.extend(Call(Op.LOOKUP, (key,)) for key in dict.fromkeys(call.keys))
+        out.extend(Call(Op.LOOKUP, (key,)) for key in dict.fromkeys((*call.keys, *earlier)))
     if not call.success:
         out.append(replace(call, success=True))
     if call.epoch is not None:
@@ -143,7 +137,8 @@ def _variants(call: Call) -> list[Call]:
 def _simplify(calls: list[Call], fails: Callable[[Sequence[Call]], bool]) -> list[Call]:
     index = 0
     while index < len(calls):
-        for simpler in _variants(calls[index]):
+        earlier = [k for c in calls[:index] for k in c.keys]
+        for simpler in _variants(calls[index], earlier):
             candidate = [*calls[:index], simpler, *calls[index + 1:]]
             if fails(candidate):
                 calls = candidate

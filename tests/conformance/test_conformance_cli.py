@@ -1,0 +1,89 @@
+"""``kvoffload check``: exit status, report.json, reproducer, JUnit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from kvoffload.conformance.cli import main
+from kvoffload.conformance.report import SCHEMA
+
+SMALL = ["--max-examples", "25", "--steps", "60", "--seed", "5", "--quiet"]
+
+
+def run(argv: list[str], report: Path) -> int:
+    return main(["check", *argv, *SMALL, "--report-dir", str(report)])
+
+
+def test_a_failing_target_exits_1_with_report_and_reproducer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    junit = tmp_path / "junit.xml"
+    code = run(["kvoffload.conformance.mutants:LookupPendingAsMiss", "--junit", str(junit)],
+               tmp_path)
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "property 'lookup' violated" in out
+    assert "shrunk trace (2 calls" in out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["schema"] == SCHEMA
+    assert report["verdict"] == "fails"
+    assert report["configuration"]["profile"] == "strict"
+    violation = report["violation"]
+    assert violation["property"] == "lookup"
+    assert [step["op"] for step in violation["trace"]] == ["prepare_store", "lookup"]
+    assert {"aspect": "answer", "spec": "PENDING", "target": "MISS"} in violation["table"]
+    suite = ET.parse(junit).getroot()
+    assert suite.get("failures") == "1"
+    assert suite.find("testcase[@name='lookup']/failure") is not None
+
+    reproducer = Path(violation["reproducer"])
+    assert "hypothesis" not in reproducer.read_text().lower()
+    failing = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              str(reproducer)], capture_output=True, text=True, cwd=tmp_path)
+    assert failing.returncode == 1, failing.stdout
+    assert "PropertyViolation" in failing.stdout
+    fixed = reproducer.read_text().replace("mutants:LookupPendingAsMiss",
+                                           "mutants:OffloadManager")
+    reproducer.write_text(fixed)
+    passing = subprocess.run([sys.executable, str(reproducer)], capture_output=True,
+                             text=True, cwd=tmp_path)
+    assert passing.returncode == 0, passing.stderr
+    assert "conforms on this trace" in passing.stdout
+
+
+def test_the_reference_conforms_and_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run([], tmp_path) == 0
+    out = capsys.readouterr().out
+    assert "target         kvoffload.impl:OffloadManager" in out
+    assert "CONFORMS" in out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["verdict"] == "conforms"
+    assert report["violation"] is None
+    assert report["configuration"]["seed"] == 5
+    assert report["properties"]["checked"][0] == "lookup"
+
+
+@pytest.mark.parametrize("argv", [
+    ["no_such_module_xyz:Manager"],
+    ["kvoffload.impl:OffloadManager", "--capacity", "0"],
+    ["kvoffload.impl:OffloadManager", "--self-test"],
+    ["vllm==not-a-version"],
+])
+def test_usage_and_loading_errors_exit_2(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(argv, tmp_path) == 2
+    assert "kvoffload check: error:" in capsys.readouterr().err
+
+
+def test_the_demo_still_plays_the_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "pr41795"]) == 0
+    assert "all scenarios agree" in capsys.readouterr().out

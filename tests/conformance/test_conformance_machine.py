@@ -1,0 +1,155 @@
+"""The stateful machine: what it generates, under each assumption and capability."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pytest
+
+from kvoffload.conformance.config import CheckConfig
+from kvoffload.conformance.lockstep import Lockstep
+from kvoffload.conformance.runner import run_check
+from kvoffload.impl import OffloadManager
+from kvoffload.spec import (
+    ASSUMPTIONS,
+    COMPLETIONS,
+    CacheState,
+    Call,
+    Key,
+    MisuseError,
+    Op,
+    apply,
+)
+
+BUDGET = {"max_examples": 30, "steps": 60, "seed": 7}
+
+
+@pytest.fixture
+def seen(monkeypatch: pytest.MonkeyPatch) -> list[tuple[CacheState, Call]]:
+    """Every call the machine makes, with the spec's state just before it."""
+    calls: list[tuple[CacheState, Call]] = []
+    step = Lockstep.step
+
+    def recording(self: Lockstep, call: Call) -> object:
+        calls.append((self.state, call))
+        return step(self, call)
+
+    monkeypatch.setattr(Lockstep, "step", recording)
+    return calls
+
+
+def is_misuse(state: CacheState, call: Call) -> bool:
+    try:
+        apply(state, call)
+    except MisuseError:
+        return True
+    return False
+
+
+def kinds(calls: list[tuple[CacheState, Call]]) -> set[str]:
+    found = {call.op.value for _, call in calls}
+    for state, call in calls:
+        if len(set(call.keys)) < len(call.keys):
+            found.add("duplicate keys")
+        if is_misuse(state, call):
+            found.add("misuse")
+        if call.op in COMPLETIONS and call.job_epoch is not None and call.job_epoch < state.epoch:
+            found.add("stale completion")
+            found.add("stale completion with epoch" if call.epoch is not None
+                      else "stale completion without epoch")
+        if call.op is Op.RESET_CACHE and state.in_flight():
+            found.add("reset in flight")
+        if call.op is Op.COMPLETE_STORE and not call.success:
+            found.add("failed store")
+    return found
+
+
+def test_without_assumptions_every_kind_of_call_is_generated(
+    seen: list[tuple[CacheState, Call]],
+) -> None:
+    result = run_check("kvoffload.impl:OffloadManager", CheckConfig(**BUDGET))  # type: ignore[arg-type]
+    assert result.verdict == "conforms"
+    assert kinds(seen) >= {op.value for op in Op} | {
+        "duplicate keys", "misuse", "stale completion with epoch",
+        "stale completion without epoch", "reset in flight", "failed store"}
+
+
+@pytest.mark.parametrize("name", sorted(ASSUMPTIONS))
+def test_an_assumption_stops_the_calls_it_excludes(
+    name: str, seen: list[tuple[CacheState, Call]]
+) -> None:
+    result = run_check("kvoffload.impl:OffloadManager",
+                       CheckConfig(assume=(name,), **BUDGET))  # type: ignore[arg-type]
+    assert result.verdict == "conforms"
+    assert seen
+    assumption = ASSUMPTIONS[name]
+    assert not [call for state, call in seen if assumption.excludes(state, call)]
+
+
+def test_all_four_assumptions_together(seen: list[tuple[CacheState, Call]]) -> None:
+    config = CheckConfig(assume=tuple(ASSUMPTIONS), **BUDGET)  # type: ignore[arg-type]
+    assert run_check("kvoffload.impl:OffloadManager", config).verdict == "conforms"
+    assert not kinds(seen) & {"duplicate keys", "misuse", "stale completion",
+                              "reset in flight"}
+    assert "failed store" in kinds(seen)
+
+
+class NoTouchNoReset:
+    """A native manager without touch and reset_cache (both optional)."""
+
+    def __init__(self, capacity: int, policy: str = "lru") -> None:
+        self.inner = OffloadManager(capacity, policy)
+
+    def lookup(self, key: Key) -> object:
+        return self.inner.lookup(key)
+
+    def prepare_load(self, keys: Iterable[Key]) -> object:
+        return self.inner.prepare_load(keys)
+
+    def complete_load(self, keys: Iterable[Key], epoch: int | None = None) -> object:
+        return self.inner.complete_load(keys, epoch)
+
+    def prepare_store(self, keys: Iterable[Key]) -> object:
+        return self.inner.prepare_store(keys)
+
+    def complete_store(self, keys: Iterable[Key], success: bool = True,
+                       epoch: int | None = None) -> object:
+        return self.inner.complete_store(keys, success, epoch)
+
+    def take_events(self) -> object:
+        return self.inner.take_events()
+
+
+def test_calls_the_target_lacks_are_never_generated(
+    seen: list[tuple[CacheState, Call]],
+) -> None:
+    result = run_check("test:NoTouchNoReset", CheckConfig(**BUDGET), obj=NoTouchNoReset)  # type: ignore[arg-type]
+    assert result.verdict == "conforms", result.violation
+    ops = {call.op for _, call in seen}
+    assert Op.TOUCH not in ops
+    assert Op.RESET_CACHE not in ops
+    assert "stale completion" not in kinds(seen)
+    assert result.alphabet["touch"].startswith("not generated")
+
+
+def test_every_example_gets_a_fresh_target() -> None:
+    built: list[OffloadManager] = []
+
+    def factory(capacity: int, policy: str = "lru") -> OffloadManager:
+        built.append(OffloadManager(capacity, policy))
+        return built[-1]
+
+    result = run_check("test:factory", CheckConfig(**BUDGET), obj=factory)  # type: ignore[arg-type]
+    assert result.verdict == "conforms"
+    assert len({id(m) for m in built}) == len(built) >= result.examples
+
+
+def test_examples_use_tiers_from_one_slot_to_the_capacity() -> None:
+    capacities: set[int] = set()
+
+    def factory(capacity: int, policy: str = "lru") -> OffloadManager:
+        capacities.add(capacity)
+        return OffloadManager(capacity, policy)
+
+    run_check("test:factory", CheckConfig(capacity=3, **BUDGET), obj=factory)  # type: ignore[arg-type]
+    assert capacities == {1, 2, 3}

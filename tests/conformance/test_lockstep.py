@@ -1,0 +1,230 @@
+"""The lockstep driver names the right property for each kind of divergence.
+
+Each case is a buggy target and the shortest trace that shows its bug; the driver
+must raise PropertyViolation naming that property (and nothing on the reference).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+import pytest
+from spec_backed import SpecBackedManager
+
+from kvoffload.conformance import mutants
+from kvoffload.conformance.adapter_api import RETRY
+from kvoffload.conformance.config import CheckConfig, Level, Profile
+from kvoffload.conformance.errors import PropertyViolation
+from kvoffload.conformance.lockstep import lookup_agrees, replay
+from kvoffload.conformance.native import NativeAdapter
+from kvoffload.impl import OffloadManager
+from kvoffload.spec import (
+    Call,
+    Completion,
+    Events,
+    Key,
+    LoadPlan,
+    LookupResult,
+    NotReadable,
+    Op,
+    Policy,
+    StorePlan,
+    StoreRejected,
+)
+from kvoffload.spec.scenarios import SCENARIOS
+
+MISS, PENDING, HIT = LookupResult.MISS, LookupResult.PENDING, LookupResult.HIT
+PS, CS, L = Op.PREPARE_STORE, Op.COMPLETE_STORE, Op.LOOKUP
+PL, CL = Op.PREPARE_LOAD, Op.COMPLETE_LOAD
+T, R, E = Op.TOUCH, Op.RESET_CACHE, Op.TAKE_EVENTS
+
+
+def c(op: Op, *keys: Key, **kw: object) -> Call:
+    return Call(op, keys, **kw)  # type: ignore[arg-type]
+
+
+# --- small buggy targets for properties the catalogue does not isolate ------------
+
+
+class KeysTwiceInPlan(OffloadManager):
+    """vLLM's duplicate-key plan: the repeated key is stored twice."""
+
+    def prepare_store(self, keys: Iterable[Key]) -> StorePlan | StoreRejected:
+        keys = list(keys)
+        plan = super().prepare_store(keys)
+        if isinstance(plan, StorePlan) and len(keys) > len(set(keys)):
+            return StorePlan(plan.keys * 2, plan.slots * 2, plan.evicted, plan.epoch)
+        return plan
+
+
+class SlotOutOfRange(OffloadManager):
+    def prepare_store(self, keys: Iterable[Key]) -> StorePlan | StoreRejected:
+        plan = super().prepare_store(keys)
+        if isinstance(plan, StorePlan):
+            return replace(plan, slots=tuple(s + self.capacity for s in plan.slots))
+        return plan
+
+
+class SlotShared(OffloadManager):
+    def prepare_store(self, keys: Iterable[Key]) -> StorePlan | StoreRejected:
+        plan = super().prepare_store(keys)
+        if isinstance(plan, StorePlan) and plan.slots:
+            return replace(plan, slots=(plan.slots[0],) * len(plan.slots))
+        return plan
+
+
+class LoadReadsOtherSlot(OffloadManager):
+    def prepare_load(self, keys: Iterable[Key]) -> LoadPlan:
+        plan = super().prepare_load(keys)
+        return replace(plan, slots=tuple((s + 1) % self.capacity for s in plan.slots))
+
+
+class LoadKeysReordered(OffloadManager):
+    def prepare_load(self, keys: Iterable[Key]) -> LoadPlan:
+        plan = super().prepare_load(keys)
+        return replace(plan, keys=plan.keys[::-1], slots=plan.slots[::-1])
+
+
+class ResetSkipsEpoch(OffloadManager):
+    def reset_cache(self) -> int:
+        return super().reset_cache() + 1
+
+
+class WrongMisuseError(OffloadManager):
+    def complete_load(self, keys: Iterable[Key], epoch: int | None = None) -> Completion:
+        keys = list(keys)
+        if any(k not in self._readers for k in keys):
+            raise NotReadable("wrong error type", keys=tuple(keys))
+        return super().complete_load(keys, epoch)
+
+
+class RejectsAfterPublishing(OffloadManager):
+    """Marks an in-flight block READY, then rejects the load: the rejection is not clean."""
+
+    def prepare_load(self, keys: Iterable[Key]) -> LoadPlan:
+        keys = list(keys)
+        for key in keys:
+            if key in self._storing:
+                self._ready[key] = self._storing.pop(key)
+                self._order.evictable([key])
+                raise NotReadable("too late", keys=(key,))
+        return super().prepare_load(keys)
+
+
+class TouchCrashes(OffloadManager):
+    def touch(self, keys: Iterable[Key]) -> None:
+        raise RuntimeError("touch is broken")
+
+
+class ReturnsBoolLookup(OffloadManager):
+    def lookup(self, key: Key) -> LookupResult:
+        return super().lookup(key) is HIT  # type: ignore[return-value]
+
+
+class TwoWayEvents(OffloadManager):
+    def take_events(self) -> Events:
+        events = super().take_events()
+        return Events(events.stored | events.removed, events.removed | events.stored)
+
+
+CASES = [
+    ("lookup", mutants.LookupPendingAsMiss, {}, [c(PS, "a"), c(L, "a")]),
+    ("lookup", ReturnsBoolLookup, {}, [c(L, "a")]),
+    ("store-plan", KeysTwiceInPlan, {}, [c(PS, "a", "a")]),
+    ("rejection", mutants.EvictsStoringBlock, {"capacity": 1}, [c(PS, "a"), c(PS, "b")]),
+    ("rejection", mutants.ArcRejectsWithEvictable, {"capacity": 2, "policy": Policy.ARC},
+     [c(PS, "a", "b"), c(CS, "a", "b"), c(T, "a"), c(PS, "c"), c(CS, "c"), c(PL, "a"),
+      c(PS, "b")]),
+    ("eviction-choice", mutants.EvictsPinnedBlock, {"capacity": 2},
+     [c(PS, "a", "b"), c(CS, "a", "b"), c(PL, "a"), c(T, "b"), c(PS, "c")]),
+    ("eviction-choice", mutants.EvictsMoreThanNeeded, {"capacity": 2},
+     [c(PS, "a", "b"), c(CS, "a", "b"), c(PS, "c")]),
+    ("eviction-choice", mutants.TouchIgnored, {"capacity": 2, "level": Level.EXACT},
+     [c(PS, "a", "b"), c(CS, "a", "b"), c(T, "a"), c(PS, "c")]),
+    ("eviction-choice", mutants.TouchForwardOrder, {"capacity": 2, "level": Level.EXACT},
+     [c(PS, "a", "b"), c(CS, "a", "b"), c(T, "a", "b"), c(PS, "c")]),
+    ("slots", SlotOutOfRange, {}, [c(PS, "a")]),
+    ("slots", SlotShared, {}, [c(PS, "a", "b")]),
+    ("slots", LoadReadsOtherSlot, {"capacity": 2}, [c(PS, "a"), c(CS, "a"), c(PL, "a")]),
+    ("slots", mutants.ResetFreesRunningSlots, {"capacity": 2},
+     [c(PS, "a"), c(R), c(PS, "b")]),
+    ("load-plan", LoadKeysReordered, {}, [c(PS, "a", "b"), c(CS, "a", "b"), c(PL, "a", "b")]),
+    ("completion", mutants.StaleCompletionMarksReady, {"capacity": 2},
+     [c(PS, "a"), c(R), c(PS, "a"), c(CS, "a", epoch=0)]),
+    ("epochs", ResetSkipsEpoch, {}, [c(R)]),
+    ("events", mutants.MissingRemovalEvent, {"capacity": 1},
+     [c(PS, "a"), c(CS, "a"), c(E), c(PS, "b"), c(E)]),
+    ("events", mutants.AnnouncesBeforeReady, {}, [c(PS, "a"), c(E)]),
+    ("events", TwoWayEvents, {}, [c(PS, "a"), c(CS, "a"), c(E)]),
+    ("misuse", mutants.UnmatchedCompleteLoadAccepted, {},
+     [c(PS, "a"), c(CS, "a"), c(CL, "a")]),
+    ("misuse", WrongMisuseError, {}, [c(CL, "a")]),
+    ("misuse", RejectsAfterPublishing, {}, [c(PS, "a"), c(PL, "a")]),
+    ("crash", TouchCrashes, {}, [c(T, "a")]),
+]
+
+
+@pytest.mark.parametrize(("prop", "cls", "options", "calls"), CASES,
+                         ids=[f"{p}-{k.__name__}" for p, k, _, _ in CASES])
+def test_the_divergence_names_its_property(
+    prop: str, cls: type, options: dict[str, object], calls: list[Call]
+) -> None:
+    config = CheckConfig(**options)  # type: ignore[arg-type]
+    with pytest.raises(PropertyViolation) as caught:
+        replay(NativeAdapter(cls(config.capacity, policy=config.policy.value)), config, calls)
+    violation = caught.value
+    assert violation.prop == prop, str(violation)
+    assert violation.step == len(calls)
+    assert violation.trace == tuple(calls)
+    assert violation.rows, "a violation carries the spec-versus-target table"
+    assert not isinstance(violation, AssertionError)
+
+
+@pytest.mark.parametrize(("prop", "cls", "options", "calls"), CASES,
+                         ids=[f"{p}-{k.__name__}" for p, k, _, _ in CASES])
+def test_the_reference_passes_every_case_trace(
+    prop: str, cls: type, options: dict[str, object], calls: list[Call]
+) -> None:
+    config = CheckConfig(**options)  # type: ignore[arg-type]
+    replay(NativeAdapter(OffloadManager(config.capacity, policy=config.policy.value)), config,
+           calls, drain=True)
+
+
+def test_a_leak_shows_in_the_final_drain_as_liveness() -> None:
+    config = CheckConfig(capacity=1)
+    calls = [c(PS, "a"), c(CS, "a", success=False)]
+    with pytest.raises(PropertyViolation) as caught:
+        replay(NativeAdapter(mutants.FailedStoreLeaksSlot(1)), config, calls, drain=True)
+    assert caught.value.prop == "liveness"
+    assert caught.value.in_drain
+    assert caught.value.trace[:2] == tuple(calls)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+@pytest.mark.parametrize("manager", [OffloadManager, SpecBackedManager])
+def test_the_spec_scenarios_replay_in_lockstep(scenario: object, manager: type) -> None:
+    config = CheckConfig(capacity=scenario.capacity, policy=scenario.policy,  # type: ignore[attr-defined]
+                         level=Level.EXACT)
+    calls = [step.call for step in scenario.steps]  # type: ignore[attr-defined]
+    adapter = NativeAdapter(manager(config.capacity, policy=config.policy.value))
+    replay(adapter, config, calls, drain=True)
+
+
+@pytest.mark.parametrize(("profile", "spec", "got", "agrees"), [
+    (Profile.STRICT, PENDING, PENDING, True),
+    (Profile.STRICT, PENDING, RETRY, True),
+    (Profile.STRICT, PENDING, MISS, False),
+    (Profile.STRICT, PENDING, HIT, False),
+    (Profile.STRICT, MISS, RETRY, False),
+    (Profile.STRICT, HIT, RETRY, False),
+    (Profile.SAFE, PENDING, MISS, True),
+    (Profile.SAFE, PENDING, RETRY, True),
+    (Profile.SAFE, PENDING, HIT, False),
+    (Profile.SAFE, MISS, HIT, False),
+    (Profile.SAFE, HIT, MISS, False),
+    (Profile.SAFE, HIT, RETRY, False),
+])
+def test_lookup_profiles(profile: Profile, spec: LookupResult, got: object,
+                         agrees: bool) -> None:
+    assert lookup_agrees(profile, spec, got) is agrees  # type: ignore[arg-type]

@@ -1,0 +1,132 @@
+"""The suite imports and runs without torch or numpy, and its checks survive -O."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+BLOCK_TORCH = textwrap.dedent("""
+    import sys
+    class Block:
+        def find_spec(self, name, path=None, target=None):
+            if name.split('.')[0] in ('torch', 'numpy'):
+                raise ImportError(f'{name} is blocked for this test')
+    sys.meta_path.insert(0, Block())
+""")
+
+
+def run_python(code: str, *flags: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *flags, "-c", code], capture_output=True,
+                          text=True, cwd=cwd)
+
+
+def test_every_suite_module_imports_without_torch_or_numpy() -> None:
+    code = BLOCK_TORCH + textwrap.dedent("""
+        import importlib, pkgutil
+        import kvoffload.conformance as package
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name != 'vllm_wheels':
+                importlib.import_module(f'kvoffload.conformance.{info.name}')
+        import kvoffload.conformance.vllm_wheels
+        from kvoffload.conformance import check
+        result = check('kvoffload.impl:OffloadManager', max_examples=5, steps=20, seed=1)
+        assert result.verdict == 'conforms', result
+        assert 'torch' not in sys.modules and 'numpy' not in sys.modules
+        print('ok')
+    """)
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_a_reproducer_does_not_import_hypothesis() -> None:
+    code = ("import sys, kvoffload.conformance.reproduce\n"
+            "print('hypothesis' in sys.modules)")
+    assert run_python(code).stdout.strip() == "False"
+
+
+def test_violations_survive_optimised_python() -> None:
+    code = textwrap.dedent("""
+        from kvoffload.conformance.reproduce import reproduce
+        from kvoffload.spec import Call, Op
+        reproduce('kvoffload.conformance.mutants:LookupPendingAsMiss', {'capacity': 1},
+                  [Call(Op.PREPARE_STORE, ('a',)), Call(Op.LOOKUP, ('a',))])
+    """)
+    done = run_python(code, "-O")
+    assert done.returncode == 1
+    assert "PropertyViolation" in done.stderr
+    assert "lookup" in done.stderr
+
+
+ASSERTING_MANAGER = textwrap.dedent('''
+    """A vLLM-era manager whose preconditions are asserts, as vLLM's are."""
+    class ReqContext:
+        pass
+
+    class Spec:
+        def __init__(self, ids):
+            self.block_ids = ids
+
+    class Out:
+        def __init__(self, keys, ids):
+            self.keys_to_store, self.store_spec, self.evicted_keys = keys, Spec(ids), []
+
+    class AssertingManager:
+        def __init__(self, num_blocks, cache_policy="lru", enable_events=False):
+            self.slots, self.ready, self.refs = {}, set(), {}
+            self.free = list(range(num_blocks))[::-1]
+
+        def lookup(self, key, req_context) -> bool | None:
+            if key not in self.slots:
+                return False
+            return True if key in self.ready else None
+
+        def prepare_load(self, keys, req_context):
+            for key in keys:
+                assert key in self.ready, "not ready"
+                self.refs[key] = self.refs.get(key, 0) + 1
+            return Spec([self.slots[k] for k in keys])
+
+        def complete_load(self, keys, req_context):
+            for key in keys:
+                assert self.refs.get(key, 0) > 0, "unmatched"
+                self.refs[key] = self.refs.get(key, 0) - 1
+
+        def prepare_store(self, keys, req_context):
+            new = [k for k in dict.fromkeys(keys) if k not in self.slots]
+            if len(new) > len(self.free):
+                return None
+            for key in new:
+                self.slots[key] = self.free.pop()
+            return Out(new, [self.slots[k] for k in new])
+
+        def complete_store(self, keys, req_context, success=True):
+            for key in dict.fromkeys(keys):
+                if key in self.slots and key not in self.ready:
+                    if success:
+                        self.ready.add(key)
+                    else:
+                        self.free.append(self.slots.pop(key))
+''')
+
+
+def test_a_manager_that_asserts_conforms_only_with_asserts_on(tmp_path: Path) -> None:
+    """An AssertionError counts as vLLM's rejection of misuse; under -O the asserts are
+    gone, the misuse is accepted, and the suite says so (it does not assert itself)."""
+    (tmp_path / "asserting.py").write_text(ASSERTING_MANAGER)
+    code = textwrap.dedent("""
+        from kvoffload.conformance.reproduce import reproduce
+        from kvoffload.spec import Call, Op
+        reproduce('asserting.py:AssertingManager',
+                  {'capacity': 2, 'adapter': 'vllm-bool', 'assume': ['unique-keys']},
+                  [Call(Op.PREPARE_STORE, ('a',)), Call(Op.COMPLETE_STORE, ('a',)),
+                   Call(Op.COMPLETE_LOAD, ('a',))])
+        print('conforms')
+    """)
+    with_asserts = run_python(code, cwd=tmp_path)
+    assert with_asserts.returncode == 0, with_asserts.stderr
+    without = run_python(code, "-O", cwd=tmp_path)
+    assert without.returncode == 1
+    assert "property 'misuse' violated" in without.stderr
