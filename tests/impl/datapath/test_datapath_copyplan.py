@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from kvoffload.impl.datapath import BadBlockIds
+from kvoffload.impl.datapath import BadBlockIds, copyplan
 from kvoffload.impl.datapath.copyplan import POISON, BlockCopy, Way, check_pairs, runs
 from kvoffload.impl.datapath.rows import Rows
 
@@ -164,3 +164,14 @@ def test_every_way_releases_the_gil_while_it_copies(way: Way) -> None:
     finally:
         sys.setswitchinterval(interval)
     assert state["seen"] > 0, state
+
+
+def test_each_copies_without_the_private_foreach_function(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(copyplan, "_FOREACH_COPY", None)
+    src, dst = blocks(10, seed=7), blocks(10, seed=8)
+    expected = naive(src, [2, 3, 9], dst, [0, 1, 6])
+    copy = BlockCopy(Rows(src), [2, 3, 9], Rows(dst), [0, 1, 6])
+    assert copy.way is Way.EACH
+    copy.run()
+    assert torch.equal(dst, expected)

@@ -14,7 +14,8 @@ of looping in Python (measured on this kind of machine, ``DESIGN.md``):
   one element at a time, so the widest element type halves its work);
 * ``each``: anything else: one ``copy_`` per run, issued by ``torch._foreach_copy_``
   where both sides are on one device (a C++ loop over views built once), else by a
-  Python loop of non-blocking copies (host <-> CUDA, where each is an async memcpy).
+  Python loop of non-blocking copies (host <-> CUDA, where each is an async memcpy,
+  or a torch without ``_foreach_copy_``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ from .errors import BadBlockIds
 from .rows import Rows
 
 _NO_INDEX = torch.empty(0, dtype=torch.int64)
+
+_FOREACH_COPY = getattr(torch, "_foreach_copy_", None)
+"""A private torch function (present in 2.13): where a torch lacks it, ``each`` copies
+run as a Python loop of ``copy_``, slower for many small blocks but the same bytes."""
 
 POISON = -0x2152411021524111
 """What an unfinished or failed copy leaves in the bytes it should have written
@@ -125,8 +130,8 @@ class BlockCopy:
         elif self.way is Way.SCATTER:
             s, n = self._runs[0][0], self.blocks
             self.dst.wide.index_copy_(0, self._index, self.src.wide[s:s + n])
-        elif self.src.tensor.device == self.dst.tensor.device:
-            torch._foreach_copy_(self._dst_list, self._src_list, non_blocking=non_blocking)
+        elif self.src.tensor.device == self.dst.tensor.device and _FOREACH_COPY is not None:
+            _FOREACH_COPY(self._dst_list, self._src_list, non_blocking=non_blocking)
         else:
             for target, source in zip(self._dst_list, self._src_list, strict=True):
                 target.copy_(source, non_blocking=non_blocking)
