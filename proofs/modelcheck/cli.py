@@ -49,7 +49,8 @@ class Outcome:
 def _result_text(result: Result) -> str:
     if result.violation is None:
         return "holds"
-    return f"violated: {result.violation.prop} ({len(result.violation.trace)} calls)"
+    n = len(result.violation.trace)
+    return f"violated: {result.violation.prop} ({n} call{'' if n == 1 else 's'})"
 
 
 def check_row(check: Check, bounds: Bounds, result: Result) -> table.Row:
@@ -84,7 +85,9 @@ def run_rumur(bounds: Bounds, mutation: str | None = None, symmetry: str = "exha
     ours = CHECKS_BY_NAME[RUMUR_MUTATIONS[mutation] if mutation else "spec-lru"]
     rules = rumur.trace_rules(result.output)
     name = result.error.split('"')[1] if '"' in result.error else result.error
-    text = "holds" if result.verdict == "holds" else f"violated: {name} ({len(rules)} rules)"
+    n = len(rules)
+    text = "holds" if result.verdict == "holds" else (
+        f"violated: {name} ({n} rule{'' if n == 1 else 's'})")
     print(f"rumur [{bounds.name.upper()}{', ' + mutation if mutation else ''}]: "
           f"{result.verdict} - {result.states} states, {result.rules_fired} rules fired, "
           f"{result.seconds:.1f} s (generate {result.generate_seconds:.1f} s, compile "
@@ -115,8 +118,9 @@ def run_refinement(name: str, bounds: Bounds) -> Outcome:
         text = "violated: outputs differ"
         print(f"  {result.divergence.problem}\n    "
               + format_trace(result.divergence.trace).replace("\n", "\n    "))
+    forms = {Form.SAFE: "reset-safe", Form.VLLM: "vLLM"}
     about = (f"kvoffload.impl.OffloadManager refines the spec ({policy.value.upper()}, "
-             f"{form.value} completions): equal outputs and errors")
+             f"{forms[form]} completions): equal outputs and errors")
     row = table.Row(about, "proofs/check.py --refinement", bounds.name.upper(),
                     "exhaustive: every reachable state x every call", text,
                     str(result.states), f"{result.seconds:.1f} s",

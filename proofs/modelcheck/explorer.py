@@ -19,7 +19,7 @@ from kvoffload.spec import Assumption, Policy, excluded_by, initial_state
 from .bounds import Bounds
 from .environment import Action, Environment, Form, Node, Outcome
 from .model import Model
-from .properties import LIVENESS, NODE_PROPERTIES, broken, is_quiescent
+from .properties import ALL_PROPERTIES, LIVENESS, NODE_PROPERTIES, broken, is_quiescent
 from .symmetry import canonical
 
 
@@ -96,8 +96,6 @@ def initial_node(bounds: Bounds, policy: Policy) -> Node:
 
 
 def _selected(setup: Setup) -> frozenset[str]:
-    from .properties import ALL_PROPERTIES
-
     chosen = frozenset(ALL_PROPERTIES) if setup.properties is None else setup.properties
     return chosen if setup.liveness else chosen - {LIVENESS}
 
