@@ -384,8 +384,9 @@ class Lockstep:
             raise TypeError("the spec's prepare_store returned neither plan nor rejection")
         if not got.accepted:
             raise PropertyViolation(
-                "rejection", f"{call} must be accepted: it needs {len(exact.keys)} slots and "
-                f"{self._room(call)} are free or evictable; the target rejected it",
+                "rejection", f"{call} must be accepted: it needs {_slots(len(exact.keys))} and "
+                f"{self._room(call)} {'is' if self._room(call) == 1 else 'are'} free or "
+                "evictable; the target rejected it",
                 [("call", str(call), str(call)),
                  ("answer", show(exact), f"rejected (needed={got.needed}, "
                                          f"available={got.available})"),
@@ -536,6 +537,10 @@ _CHECKS: dict[Op, Check] = {
     Op.RESET_CACHE: Lockstep._check_reset,
     Op.TAKE_EVENTS: Lockstep._check_events,
 }
+
+
+def _slots(count: int) -> str:
+    return f"{count} slot{'' if count == 1 else 's'}"
 
 
 def _probed(violation: PropertyViolation) -> PropertyViolation:
