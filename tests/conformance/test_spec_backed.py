@@ -1,0 +1,25 @@
+"""The spec run as a manager passes the suite; so do its freedom-only controls."""
+
+from __future__ import annotations
+
+import pytest
+from spec_backed import HighestSlotFirst, NewestAllowedVictim, SpecBackedManager
+
+from kvoffload.conformance import check
+
+BUDGET = {"max_examples": 25, "steps": 80, "seed": 11}
+
+
+@pytest.mark.parametrize("policy", ["lru", "arc"])
+@pytest.mark.parametrize("manager", [SpecBackedManager, HighestSlotFirst])
+def test_the_spec_as_a_manager_conforms_at_the_exact_level(manager: type, policy: str) -> None:
+    result = check(manager, policy=policy, level="exact", **BUDGET)  # type: ignore[arg-type]
+    assert result.verdict == "conforms", result.violation
+
+
+@pytest.mark.parametrize("policy", ["lru", "arc"])
+def test_another_allowed_victim_passes_any_and_fails_exact(policy: str) -> None:
+    assert check(NewestAllowedVictim, policy=policy, **BUDGET).verdict == "conforms"  # type: ignore[arg-type]
+    exact = check(NewestAllowedVictim, policy=policy, level="exact", **BUDGET)  # type: ignore[arg-type]
+    assert exact.violation is not None
+    assert exact.violation.prop == "eviction-choice"
