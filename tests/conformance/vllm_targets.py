@@ -1,7 +1,10 @@
 """vLLM releases for the conformance tests: load from the kvoffload cache (downloading
-the wheel, about 250 MB, when it is missing) or skip, saying why."""
+the wheel, about 250 MB, when it is missing) or skip, saying why; under CI (CI=true)
+a release that cannot be loaded fails instead."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -16,5 +19,8 @@ def release_or_skip(version: str) -> str:
     try:
         load_release(version).manager_class()
     except (VllmReleaseUnavailable, ImportError) as missing:
-        pytest.skip(f"vLLM {version} cannot be loaded here: {missing}")
+        reason = f"vLLM {version} cannot be loaded here: {missing}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason} (under CI a green run may not hide a missing install)")
+        pytest.skip(reason)
     return f"vllm=={version}"
