@@ -7,6 +7,7 @@
     python proofs/check.py --rumur --preset tiny    the Murphi model under rumur
     python proofs/check.py --refinement lru-safe    the reference manager against the spec
     python proofs/check.py --crosshair              CrossHair over the spec's contracts
+    python proofs/check.py --diffbehavior           CrossHair: spec vs manager outputs
     python proofs/check.py --all --write-readme     every row of proofs/README.md
 
 Progress goes to stderr every few seconds; the exit status is 1 when any verdict differs
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 from kvoffload.spec import Policy
 
-from . import contracts, rumur, table
+from . import contracts, diffbehavior, rumur, table
 from .bounds import PRESETS, Bounds
 from .checks import CHECKS, CHECKS_BY_NAME, Check
 from .environment import Form
@@ -144,6 +145,22 @@ def run_crosshair(timeout: float) -> Outcome:
     return Outcome(row, result.verdict == "holds")
 
 
+def run_diffbehavior(other: str, timeout: float = diffbehavior.TIMEOUT) -> Outcome:
+    """CrossHair diffbehavior between the spec's and a manager's outputs."""
+    result = diffbehavior.run(other, timeout)
+    print(f"diffbehavior spec vs {other}: {result.summary} - {result.seconds:.1f} s\n"
+          f"  {result.command}")
+    expected = result.differs if other == "buggy-manager" else not result.differs
+    about = ("outputs of kvoffload.impl.OffloadManager equal the spec's" if other == "manager"
+             else "control: a manager with the pre-PR-#41795 lookup differs from the spec")
+    row = table.Row(f"{about} (LRU, 2 slots, keys 0..2, up to 6 calls, slots left out)",
+                    "CrossHair diffbehavior", f"--per_condition_timeout={timeout:g}",
+                    "sampled: symbolic paths within the timeout",
+                    result.summary.replace("|", "/")[:120], "-", f"{result.seconds:.0f} s",
+                    "python proofs/check.py --diffbehavior")
+    return Outcome(row, expected)
+
+
 def every_row(quiet: bool) -> list[Outcome]:
     """Every row of the README, in table order."""
     outcomes: list[Outcome] = []
@@ -154,6 +171,7 @@ def every_row(quiet: bool) -> list[Outcome]:
     outcomes.append(run_rumur(PRESETS["tiny"], "touch-queues-storing"))
     outcomes += [run_refinement(name, PRESETS["tiny"]) for name in REFINEMENTS]
     outcomes.append(run_crosshair(contracts.TIMEOUT))
+    outcomes += [run_diffbehavior(other) for other in diffbehavior.PAIRS]
     return outcomes
 
 
@@ -171,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--refinement", nargs="?", const="all",
                         choices=("all", *REFINEMENTS))
     parser.add_argument("--crosshair", action="store_true")
+    parser.add_argument("--diffbehavior", action="store_true",
+                        help="CrossHair diffbehavior: spec vs manager, and a buggy control")
     parser.add_argument("--timeout", type=float, default=contracts.TIMEOUT,
                         help="CrossHair's --per_condition_timeout")
     parser.add_argument("--all", action="store_true", help="every row of the README")
@@ -195,6 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcomes += [run_refinement(name, bounds) for name in names]
     elif args.crosshair:
         outcomes.append(run_crosshair(args.timeout))
+    elif args.diffbehavior:
+        outcomes += [run_diffbehavior(other) for other in diffbehavior.PAIRS]
     else:
         unknown = [n for n in args.check or () if n not in CHECKS_BY_NAME]
         if unknown:

@@ -1,0 +1,1 @@
+"""Drivers that CrossHair's ``diffbehavior`` compares: the spec against the manager."""
