@@ -33,10 +33,22 @@ _OPS = (Op.LOOKUP, Op.PREPARE_STORE, Op.COMPLETE_STORE, Op.PREPARE_LOAD,
         Op.COMPLETE_LOAD, Op.TOUCH, Op.RESET_CACHE, Op.TAKE_EVENTS)
 
 
+def _digit(value: int, base: int) -> int:
+    """``value % base`` as a plain int, found by comparison so that CrossHair forks a
+    path per digit instead of letting a symbolic int into the spec and the manager."""
+    digit = value % base
+    return next((d for d in range(base) if digit == d), 0)
+
+
 def decode(code: int) -> Call:
-    """Call number ``code``: operation, key and store outcome from its digits."""
+    """Call number ``code``: operation, key and store outcome from its digits.
+
+    A symbolic key flowing into the manager's dicts once made CrossHair report a
+    difference that no concrete replay reproduced; the digits are therefore plain ints.
+    """
     code = abs(code)
-    op, key, success = _OPS[code % 8], (code // 8) % 3, (code // 24) % 2 == 0
+    op, key = _OPS[_digit(code, 8)], _digit(code // 8, 3)
+    success = _digit(code // 24, 2) == 0
     if op in (Op.RESET_CACHE, Op.TAKE_EVENTS):
         return Call(op)
     return Call(op, (key,), success=success)

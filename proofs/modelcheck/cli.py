@@ -150,6 +150,8 @@ def run_diffbehavior(other: str, timeout: float = diffbehavior.TIMEOUT) -> Outco
     result = diffbehavior.run(other, timeout)
     print(f"diffbehavior spec vs {other}: {result.summary} - {result.seconds:.1f} s\n"
           f"  {result.command}")
+    if result.differs:
+        print(result.text)
     expected = result.differs if other == "buggy-manager" else not result.differs
     about = ("outputs of kvoffload.impl.OffloadManager equal the spec's" if other == "manager"
              else "control: a manager with the pre-PR-#41795 lookup differs from the spec")

@@ -30,6 +30,8 @@ class DiffResult:
     summary: str
     seconds: float
     command: str
+    text: str
+    """CrossHair's whole report (the inputs and both return values when they differ)."""
 
 
 def run(other: str, timeout: float = TIMEOUT) -> DiffResult:
@@ -49,4 +51,5 @@ def run(other: str, timeout: float = TIMEOUT) -> DiffResult:
     differs = done.returncode == 1 and "Given:" in text
     first = text.splitlines()[0] if text else ""
     summary = ("difference found: " + first) if differs else first
-    return DiffResult(other, differs, summary, seconds, " ".join(["crosshair", *argv[3:]]))
+    return DiffResult(other, differs, summary, seconds, " ".join(["crosshair", *argv[3:]]),
+                      text)
