@@ -10,8 +10,6 @@ being written (the bug vLLM PR #41795 fixed): the check must tell it apart.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import (
     Call,
@@ -26,6 +24,7 @@ from kvoffload.spec import (
     apply,
     initial_state,
 )
+from proofs.modelcheck.refinement import call_manager
 
 CAPACITY = 2
 MAX_CALLS = 6
@@ -80,21 +79,10 @@ def spec_outputs(ops: list[int]) -> list[str]:
 
 
 def _run(manager: OffloadManager, ops: list[int]) -> list[str]:
-    calls: dict[Op, Callable[[Call], Output]] = {
-        Op.LOOKUP: lambda c: manager.lookup(c.keys[0]),
-        Op.PREPARE_STORE: lambda c: manager.prepare_store(c.keys),
-        Op.COMPLETE_STORE: lambda c: manager.complete_store(c.keys, c.success),
-        Op.PREPARE_LOAD: lambda c: manager.prepare_load(c.keys),
-        Op.COMPLETE_LOAD: lambda c: manager.complete_load(c.keys),
-        Op.TOUCH: lambda c: manager.touch(c.keys),
-        Op.RESET_CACHE: lambda c: manager.reset_cache(),
-        Op.TAKE_EVENTS: lambda c: manager.take_events(),
-    }
     shown = []
     for code in ops[:MAX_CALLS]:
-        call = decode(code)
         try:
-            shown.append(render(calls[call.op](call)))
+            shown.append(render(call_manager(manager, decode(code))))
         except MisuseError as error:
             shown.append(error.code)
     return shown
