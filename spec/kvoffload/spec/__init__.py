@@ -14,7 +14,7 @@ from .assumptions import (
     Assumption,
     excluded_by,
 )
-from .calls import COMPLETIONS, Call, Op, Output, apply, replay
+from .calls import COMPLETIONS, Call, Op, Output, apply, replay, send
 from .errors import (
     BadCapacity,
     ChoiceNotAllowed,
@@ -49,6 +49,6 @@ __all__ = [
     "MisuseError", "NotReadable", "Op", "Orphan", "Output", "Phase", "Policy", "StorePlan",
     "StoreRejected", "UnknownEpoch", "UnmatchedCompleteLoad", "apply", "broken_invariants",
     "check_invariants", "complete_load", "complete_store", "excluded_by", "initial_state",
-    "is_quiescent", "lookup", "prepare_load", "prepare_store", "replay", "reset_cache",
+    "is_quiescent", "lookup", "prepare_load", "prepare_store", "replay", "reset_cache", "send",
     "take_events", "touch", "unique",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from . import transitions as t
 from .outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
@@ -91,6 +92,31 @@ def apply(
     if op is Op.RESET_CACHE:
         return t.reset_cache(state)
     return t.take_events(state)
+
+
+def send(api: Any, call: Call) -> Any:
+    """Make ``call`` on ``api``, any object offering the native API's method names
+    (``docs/native-api.md``): a manager, an adapter, a wrapper. Returns what it returns.
+
+    The one place outside the spec's :func:`apply` that maps an :class:`Op` to a method;
+    the epoch is passed by keyword (omitted in vLLM's form), the keys as a tuple.
+    """
+    op = call.op
+    if op is Op.LOOKUP:
+        return api.lookup(call.keys[0])
+    if op is Op.PREPARE_LOAD:
+        return api.prepare_load(call.keys)
+    if op is Op.COMPLETE_LOAD:
+        return api.complete_load(call.keys, epoch=call.epoch)
+    if op is Op.TOUCH:
+        return api.touch(call.keys)
+    if op is Op.PREPARE_STORE:
+        return api.prepare_store(call.keys)
+    if op is Op.COMPLETE_STORE:
+        return api.complete_store(call.keys, success=call.success, epoch=call.epoch)
+    if op is Op.RESET_CACHE:
+        return api.reset_cache()
+    return api.take_events()
 
 
 def replay(state: CacheState, calls: Sequence[Call]) -> tuple[CacheState, list[Output]]:

@@ -1,0 +1,36 @@
+"""``send``: the one dispatcher from a Call to the native API's method of the same name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kvoffload.spec import Call, Op, send
+
+
+class Recorder:
+    """Answers every native method with its own name and arguments."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: (name, args, kwargs)
+
+
+@pytest.mark.parametrize(("call", "expected"), [
+    (Call(Op.LOOKUP, ("a",)), ("lookup", ("a",), {})),
+    (Call(Op.PREPARE_LOAD, ("a", "b")), ("prepare_load", (("a", "b"),), {})),
+    (Call(Op.COMPLETE_LOAD, ("a",), epoch=2), ("complete_load", (("a",),), {"epoch": 2})),
+    (Call(Op.TOUCH, ("a",)), ("touch", (("a",),), {})),
+    (Call(Op.PREPARE_STORE, ("a",)), ("prepare_store", (("a",),), {})),
+    (Call(Op.COMPLETE_STORE, ("a",), success=False),
+     ("complete_store", (("a",),), {"success": False, "epoch": None})),
+    (Call(Op.RESET_CACHE), ("reset_cache", (), {})),
+    (Call(Op.TAKE_EVENTS), ("take_events", (), {})),
+])
+def test_send_names_the_method_of_the_op(call: Call, expected: tuple[Any, ...]) -> None:
+    assert send(Recorder(), call) == expected
+
+
+def test_every_op_is_dispatched() -> None:
+    seen = {send(Recorder(), Call(op, ("k",)))[0] for op in Op}
+    assert seen == {op.value for op in Op}
