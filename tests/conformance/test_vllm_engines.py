@@ -18,7 +18,7 @@ from vllm_releases import VLLM_ASSUMPTIONS, vllm_target
 def vllm_config(profile: Profile = Profile.STRICT, dropped: str | None = None,
                 **budget: int) -> CheckConfig:
     assume = tuple(a for a in VLLM_ASSUMPTIONS if a != dropped)
-    return CheckConfig(profile=profile, assume=assume, seed=1, **budget)  # type: ignore[arg-type]
+    return CheckConfig(profile=profile, assume=assume, seed=1, **budget)  # type: ignore[arg-type]  # BUDGET: int fields only
 
 
 def test_vllm_0_20_2_fails_lookup_within_three_calls(pytestconfig: pytest.Config) -> None:
