@@ -14,7 +14,6 @@ the slot its block was stored in" compares the target with itself through the sp
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TypeGuard
 
 from kvoffload.spec import (
@@ -39,16 +38,11 @@ from kvoffload.spec.calls import Output, apply
 from .adapter_api import RETRY, Adapter, EventBatch, LoadOutcome, Reported, StoreOutcome
 from .config import CheckConfig, Level, Profile
 from .errors import PropertyViolation, Untranslatable
+from .guard import Answer, call_target
 
 # Operations the spec never rejects: a rejection from the target there is a crash.
 _NEVER_MISUSE = frozenset({Op.LOOKUP, Op.TOUCH, Op.PREPARE_STORE, Op.RESET_CACHE,
                            Op.TAKE_EVENTS})
-
-
-@dataclass
-class _TargetAnswer:
-    value: object = None
-    error: BaseException | None = None
 
 
 def lookup_agrees(profile: Profile, spec: LookupResult, got: Reported) -> bool:
@@ -166,7 +160,7 @@ class Lockstep:
         self.state = new_state
         return expected
 
-    def _call_target(self, call: Call) -> _TargetAnswer:
+    def _call_target(self, call: Call) -> Answer:
         a = self.adapter
         keys = list(call.keys)
         actions: dict[Op, Callable[[], object]] = {
@@ -179,10 +173,7 @@ class Lockstep:
             Op.RESET_CACHE: a.reset_cache,
             Op.TAKE_EVENTS: a.take_events,
         }
-        try:
-            return _TargetAnswer(actions[call.op]())
-        except Exception as error:  # any failure of the target is data for the verdict
-            return _TargetAnswer(error=error)
+        return call_target(actions[call.op], call, self.config.call_timeout)
 
     # --- errors ----------------------------------------------------------------------
 

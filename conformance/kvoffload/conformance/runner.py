@@ -8,13 +8,15 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
+from hypothesis import HealthCheck, Verbosity, seed, settings
 from hypothesis.errors import FlakyFailure
 from hypothesis.stateful import run_state_machine_as_test
 
 from .adapter_api import Capabilities
 from .config import CheckConfig
 from .errors import PropertyViolation
+from .examples_db import database_settings
+from .guard import Interrupted
 from .machine import BURST, Counters, build_machine
 from .progress import Progress
 from .properties import PROPERTIES
@@ -36,6 +38,8 @@ class CheckResult:
     violation: PropertyViolation | None = None
     error: str | None = None
     flaky: bool = False
+    interrupted: bool = False
+    """A Ctrl-C stopped the run before its budget was spent."""
     examples: int = 0
     steps: int = 0
     seconds: float = 0.0
@@ -45,6 +49,8 @@ class CheckResult:
     def verdict(self) -> str:
         if self.error is not None:
             return "error"
+        if self.violation is None and self.interrupted:
+            return "interrupted"
         return "fails" if self.violation is not None else "conforms"
 
     def raise_if_failed(self) -> None:
@@ -115,15 +121,16 @@ def run_check(
     seeded = seed(config.seed)(machine)
     options = settings(
         max_examples=config.max_examples, stateful_step_count=-(-config.steps // BURST),
-        deadline=None,
-        suppress_health_check=list(HealthCheck), database=None, report_multiple_bugs=False,
-        verbosity=Verbosity.quiet, phases=(Phase.generate,), print_blob=False)
+        deadline=None, suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+        verbosity=Verbosity.quiet, print_blob=False, **database_settings(config, target))
     progress.begin()
     start = time.perf_counter()
     try:
         run_state_machine_as_test(seeded, settings=options)  # type: ignore[no-untyped-call]
     except PropertyViolation as violation:
         result.violation = violation
+    except Interrupted:
+        result.interrupted = True
     except FlakyFailure as flaky:
         seen = [e for e in flaky.exceptions if isinstance(e, PropertyViolation)]
         if seen:
@@ -137,7 +144,10 @@ def run_check(
         found = result.violation
         result.extra["found_after_s"] = round(time.perf_counter() - start, 3)
         result.extra["found_trace_calls"] = len(found.trace)
-        result.violation = shrink(prepared.make_adapter, config, found)
+        try:
+            result.violation = shrink(prepared.make_adapter, config, found)
+        except Interrupted:
+            result.interrupted = True
     result.seconds = time.perf_counter() - start
     progress.end(result.verdict if result.violation is None
                  else f"fails property {result.violation.prop!r}")
