@@ -7,17 +7,19 @@ target's own behaviour, the per-call time limit, and the suite's own interrupt (
   ``GeneratorExit``, a ``KeyboardInterrupt`` the target raises itself while the suite's
   own Ctrl-C handler is installed). Only the suite's interrupt and its own
   :class:`~.errors.UsageError` (an adapter that cannot drive the target) pass through.
-- **The time limit** (``--call-timeout``, seconds; 0: none). On Unix, in the main
-  thread, an interval timer (``setitimer(ITIMER_REAL)``) raises :class:`CallTimeout`
-  inside the target when the call overruns, and again every second while it still
-  runs (a target that swallows the first one gets the next). The call is then a
-  ``liveness`` failure, with the trace that led to it. A target stuck inside C code
-  (a lock wait, a blocking system call that retries on EINTR, a CUDA synchronize) gets
-  the exception only when control returns to Python, so it cannot be interrupted
-  in-process. A call that returns late by any route (no timer in this thread or on
-  this platform, the exception swallowed) is reported the same way when it returns.
-  Another timer already running in the process (``pytest-timeout``'s, say) is put back
-  with its remaining time after each call.
+- **The time limit** (``--call-timeout``, seconds; 0: none). While a run is
+  :func:`watching` (``run_check`` and reproducers are, through :func:`timed_calls`), on
+  Unix, in the main thread, an interval timer (``setitimer(ITIMER_REAL)``) ticks and
+  raises :class:`CallTimeout` inside the target once the call in progress has overrun,
+  and again at every tick while it still runs (a target that swallows one gets the
+  next). The call is then a ``liveness`` failure, with the trace that led to it. A
+  target stuck inside C code (a lock wait, a blocking system call that retries on
+  EINTR, a CUDA synchronize) gets the exception only when control returns to Python,
+  so it cannot be interrupted in-process. A call that returns late by any route (no
+  timer in this thread or on this platform, the exception swallowed) is reported the
+  same way when it returns. The run owns ``ITIMER_REAL`` while it lasts; a timer
+  already running (``pytest-timeout``'s, say) is put back afterwards with its
+  remaining time.
 - **Ctrl-C** (:func:`stop_on_sigint`, installed by ``kvoffload check``): the first one
   asks the run to stop after the current call (:class:`Interrupted` is raised there,
   outside the target, and the runner reports what held so far); a second one raises
@@ -26,25 +28,27 @@ target's own behaviour, the per-call time limit, and the suite's own interrupt (
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+import typing
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
+from .config import DEFAULT_CALL_TIMEOUT
 from .errors import PropertyViolation, UsageError
 
 _HAS_TIMER = hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM")
-_REPEAT_S = 1.0
-"""After the first timeout, how often the timer fires again while the call still runs."""
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class CallTimeout(BaseException):
-    """Raised inside the target by the interval timer: the call overran ``--call-timeout``.
+    """Raised inside the target by the watchdog: the call overran ``--call-timeout``.
 
     A ``BaseException``, so ``except Exception`` in the target does not swallow it.
     """
@@ -55,7 +59,7 @@ class Interrupted(KeyboardInterrupt):
     a report of what it saw so far (exit 130)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Answer:
     """What one call into the target did: returned ``value`` or raised ``error``."""
 
@@ -64,33 +68,65 @@ class Answer:
 
 
 class _State:
-    """Module state: at most one guarded call runs at a time (the main thread's)."""
+    """Module state: one guarded call runs at a time (the main thread's)."""
 
-    armed = False
-    """The timer belongs to a call in progress (so SIGALRM is ours to turn into CallTimeout)."""
+    started: float | None = None
+    """perf_counter() when the call in progress began; None between calls."""
+    limit = 0.0
     fired = False
     stop_requested = False
     sigint_installed = False
-    previous_alarm: Any = None
 
 
 def _on_alarm(signum: int, frame: FrameType | None) -> None:
-    if _State.armed:
+    started = _State.started
+    if started is not None and 0 < _State.limit < time.perf_counter() - started:
         _State.fired = True
         raise CallTimeout
-    previous = _State.previous_alarm
-    if callable(previous):  # someone else's timer: theirs to handle
-        previous(signum, frame)
 
 
-def _timer_usable() -> bool:
-    if not _HAS_TIMER or threading.current_thread() is not threading.main_thread():
-        return False
-    handler = signal.getsignal(signal.SIGALRM)
-    if handler is not _on_alarm:
-        _State.previous_alarm = handler
-        signal.signal(signal.SIGALRM, _on_alarm)
-    return True
+@contextmanager
+def watching(timeout: float) -> Iterator[None]:
+    """While inside, a call made through :func:`call_target` that runs past ``timeout``
+    seconds is interrupted: a periodic SIGALRM (every tenth of the timeout, at most 1 s
+    apart) checks the call in progress. Per call this costs two attribute writes and a
+    clock read, not two system calls. Outside the main thread, on platforms without
+    ``setitimer``, or with ``timeout`` 0, nothing is installed (an overrun is still
+    reported when the call returns). A timer already running is put back afterwards
+    with its remaining time."""
+    if timeout <= 0 or not _HAS_TIMER or threading.current_thread() is not \
+            threading.main_thread():
+        yield
+        return
+    tick = max(min(timeout / 10, 1.0), 0.005)
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    other = signal.setitimer(signal.ITIMER_REAL, tick, tick)
+    begun = time.perf_counter()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        remaining, interval = other
+        if remaining > 0:
+            spent = time.perf_counter() - begun
+            signal.setitimer(signal.ITIMER_REAL, max(remaining - spent, 1e-3), interval)
+
+
+def timed_calls(function: _F) -> _F:
+    """Run ``function(target, config, ...)`` inside :func:`watching`, with the timeout
+    of ``config`` (a CheckConfig, or a report's configuration mapping)."""
+
+    @functools.wraps(function)
+    def wrapper(target: Any, config: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(config, Mapping):
+            timeout = float(config.get("call_timeout", DEFAULT_CALL_TIMEOUT))
+        else:
+            timeout = float(getattr(config, "call_timeout", DEFAULT_CALL_TIMEOUT))
+        with watching(timeout):
+            return function(target, config, *args, **kwargs)
+
+    return typing.cast(_F, wrapper)
 
 
 def call_target(action: Callable[[], object], call: object, timeout: float) -> Answer:
@@ -100,22 +136,17 @@ def call_target(action: Callable[[], object], call: object, timeout: float) -> A
     (0: no limit). Raises PropertyViolation("liveness") when the call overran, and
     :class:`Interrupted` after it returned when a Ctrl-C asked the run to stop.
     """
-    timed = timeout > 0 and _timer_usable()
+    _State.limit = timeout
     start = time.perf_counter()
-    other: tuple[float, float] = (0.0, 0.0)
     answer: Answer
     try:
-        if timed:
-            _State.fired = False
-            _State.armed = True
-            other = signal.setitimer(signal.ITIMER_REAL, timeout, _REPEAT_S)
+        _State.started = start
         try:
             answer = Answer(action())
         finally:
-            if timed:
-                _State.armed = False
-                _restore(other, time.perf_counter() - start)
+            _State.started = None
     except CallTimeout:
+        _State.fired = False
         raise _overran(call, timeout, time.perf_counter() - start) from None
     except (Interrupted, UsageError):
         raise
@@ -125,22 +156,12 @@ def call_target(action: Callable[[], object], call: object, timeout: float) -> A
         answer = Answer(error=error)  # our handler raises none: the target raised it
     except BaseException as error:  # the target's behaviour, whatever it raised
         answer = Answer(error=error)
-    elapsed = time.perf_counter() - start
-    if timeout > 0 and (_State.fired or elapsed > timeout):
+    if timeout > 0 and (_State.fired or time.perf_counter() - start > timeout):
         _State.fired = False
-        raise _overran(call, timeout, elapsed)
+        raise _overran(call, timeout, time.perf_counter() - start)
     if _State.stop_requested:
         raise Interrupted("stopped by Ctrl-C")
     return answer
-
-
-def _restore(other: tuple[float, float], elapsed: float) -> None:
-    """Stop our timer, or give back the one that was running before the call."""
-    remaining, interval = other
-    if remaining > 0:
-        signal.setitimer(signal.ITIMER_REAL, max(remaining - elapsed, 1e-6), interval)
-    else:
-        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def _overran(call: object, timeout: float, elapsed: float) -> PropertyViolation:

@@ -128,7 +128,7 @@ def reproducer_source(result: CheckResult, violation: PropertyViolation) -> str:
     config["capacity"] = violation.capacity
     config_lines = "\n".join(f"    {k!r}: {v!r}," for k, v in config.items()
                              if k in ("adapter", "profile", "policy", "level", "assume",
-                                      "capacity"))
+                                      "capacity", "call_timeout"))
     drain = violation.in_drain
     calls = violation.trace[:violation.generated] if drain else violation.trace
     call_lines = "\n".join(f"    {_call_source(c)},  # {i}" for i, c in enumerate(calls, 1))

@@ -16,7 +16,7 @@ from .adapter_api import Capabilities
 from .config import CheckConfig
 from .errors import PropertyViolation
 from .examples_db import database_settings
-from .guard import Interrupted
+from .guard import Interrupted, timed_calls
 from .machine import BURST, Counters, build_machine
 from .progress import Progress
 from .properties import PROPERTIES
@@ -97,6 +97,7 @@ def coverage(prepared: Prepared, config: CheckConfig) -> tuple[dict[str, str], d
     return not_checked, alphabet
 
 
+@timed_calls
 def run_check(
     target: str,
     config: CheckConfig,
