@@ -1,4 +1,4 @@
-"""Every call into the target goes through :func:`call_target`: what counts as the
+"""Every call into the target goes through :func:`guarded_call`: what counts as the
 target's own behaviour, the per-call time limit, and the suite's own interrupt (Ctrl-C).
 
 - **The target's exceptions.** Anything the target raises is its behaviour, recorded
@@ -36,7 +36,6 @@ import time
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from types import FrameType
 from typing import Any, TextIO, TypeVar
 
@@ -45,6 +44,8 @@ from .errors import PropertyViolation, UsageError
 
 _HAS_TIMER = hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM")
 _F = TypeVar("_F", bound=Callable[..., Any])
+_Api = TypeVar("_Api")
+_Call = TypeVar("_Call")
 
 
 class CallTimeout(BaseException):
@@ -57,14 +58,6 @@ class CallTimeout(BaseException):
 class Interrupted(KeyboardInterrupt):
     """The first Ctrl-C: raised after the current call returned, so the run stops with
     a report of what it saw so far (exit 130)."""
-
-
-@dataclass(slots=True)
-class Answer:
-    """What one call into the target did: returned ``value`` or raised ``error``."""
-
-    value: object = None
-    error: BaseException | None = None
 
 
 class _State:
@@ -87,7 +80,7 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def watching(timeout: float) -> Iterator[None]:
-    """While inside, a call made through :func:`call_target` that runs past ``timeout``
+    """While inside, a call made through :func:`guarded_call` that runs past ``timeout``
     seconds is interrupted: a periodic SIGALRM (every tenth of the timeout, at most 1 s
     apart) checks the call in progress. Per call this costs two attribute writes and a
     clock read, not two system calls. Outside the main thread, on platforms without
@@ -129,20 +122,23 @@ def timed_calls(function: _F) -> _F:
     return typing.cast(_F, wrapper)
 
 
-def call_target(action: Callable[[], object], call: object, timeout: float) -> Answer:
-    """Make one call into the target (``action``) and return what it did.
+def guarded_call(
+    send: Callable[[_Api, _Call], object], api: _Api, call: _Call, timeout: float
+) -> tuple[object, BaseException | None]:
+    """Make one call into the target, ``send(api, call)``: (what it returned, None) or
+    (None, what it raised).
 
-    ``call`` is what the trace shows (for the liveness message); ``timeout`` in seconds
-    (0: no limit). Raises PropertyViolation("liveness") when the call overran, and
-    :class:`Interrupted` after it returned when a Ctrl-C asked the run to stop.
+    ``timeout`` in seconds (0: no limit). Raises PropertyViolation("liveness") when the
+    call overran, and :class:`Interrupted` after it returned when a Ctrl-C asked the run
+    to stop.
     """
     _State.limit = timeout
     start = time.perf_counter()
-    answer: Answer
+    answer: tuple[object, BaseException | None]
     try:
         _State.started = start
         try:
-            answer = Answer(action())
+            answer = (send(api, call), None)
         finally:
             _State.started = None
     except CallTimeout:
@@ -153,9 +149,9 @@ def call_target(action: Callable[[], object], call: object, timeout: float) -> A
     except KeyboardInterrupt as error:
         if not _State.sigint_installed:  # the user's Ctrl-C, with no handler of ours
             raise
-        answer = Answer(error=error)  # our handler raises none: the target raised it
+        answer = (None, error)  # our handler raises none: the target raised it
     except BaseException as error:  # the target's behaviour, whatever it raised
-        answer = Answer(error=error)
+        answer = (None, error)
     if timeout > 0 and (_State.fired or time.perf_counter() - start > timeout):
         _State.fired = False
         raise _overran(call, timeout, time.perf_counter() - start)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,6 +23,9 @@ from .progress import Progress
 from .properties import PROPERTIES
 from .shrink import shrink
 from .targets import Prepared, prepare
+
+_run_machine: Callable[..., None] = run_state_machine_as_test
+"""Hypothesis's runner, typed here: some Hypothesis releases leave it unannotated."""
 
 
 @dataclass
@@ -127,7 +131,7 @@ def run_check(
     progress.begin()
     start = time.perf_counter()
     try:
-        run_state_machine_as_test(seeded, settings=options)  # type: ignore[no-untyped-call]
+        _run_machine(seeded, settings=options)
     except PropertyViolation as violation:
         result.violation = violation
     except Interrupted:
