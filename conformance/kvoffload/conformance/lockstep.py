@@ -40,6 +40,7 @@ from .compare import lookup_agrees
 from .config import CheckConfig
 from .errors import PropertyViolation, Untranslatable
 from .explain import call_row, show
+from .guard import guarded_call
 
 __all__ = ["Lockstep", "TargetAnswer", "lookup_agrees", "replay", "show"]
 
@@ -139,10 +140,7 @@ class Lockstep:
 
     def call_target(self, call: Call) -> TargetAnswer:
         """Make ``call`` on the target: the one place the suite calls it."""
-        try:
-            return TargetAnswer(send(self.adapter, call))
-        except Exception as error:  # any failure of the target is data for the verdict
-            return TargetAnswer(error=error)
+        return TargetAnswer(*guarded_call(send, self.adapter, call, self.config.call_timeout))
 
     # --- one call --------------------------------------------------------------------
 

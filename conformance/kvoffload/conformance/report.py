@@ -94,6 +94,8 @@ def summary_text(result: CheckResult) -> str:
             status = "held until the first failure"
         elif result.verdict == "error":
             status = "unknown (the run did not finish)"
+        elif result.verdict == "interrupted":
+            status = "held so far (interrupted by Ctrl-C)"
         else:
             status = "held"
         rows.append((prop, status, ""))
@@ -126,7 +128,7 @@ def reproducer_source(result: CheckResult, violation: PropertyViolation) -> str:
     config["capacity"] = violation.capacity
     config_lines = "\n".join(f"    {k!r}: {v!r}," for k, v in config.items()
                              if k in ("adapter", "profile", "policy", "level", "assume",
-                                      "capacity"))
+                                      "capacity", "call_timeout"))
     drain = violation.in_drain
     calls = violation.trace[:violation.generated] if drain else violation.trace
     call_lines = "\n".join(f"    {_call_source(c)},  # {i}" for i, c in enumerate(calls, 1))
@@ -225,6 +227,8 @@ def check_junit(result: CheckResult) -> str:
             failure = str(failed)
         elif result.error is not None:
             failure = f"the run did not finish: {result.error}"
-        cases.append((prop, f"kvoffload.{result.target}", failure,
-                      result.not_checked.get(prop), result.seconds if failure else 0.0))
+        skipped = result.not_checked.get(prop) or (
+            "interrupted by Ctrl-C" if result.verdict == "interrupted" else None)
+        cases.append((prop, f"kvoffload.{result.target}", failure, skipped,
+                      result.seconds if failure else 0.0))
     return junit_xml("kvoffload-conformance", cases)

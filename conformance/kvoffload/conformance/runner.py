@@ -9,13 +9,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
+from hypothesis import HealthCheck, Verbosity, seed, settings
 from hypothesis.errors import FlakyFailure
 from hypothesis.stateful import run_state_machine_as_test
 
 from .adapter_api import Capabilities
 from .config import CheckConfig
 from .errors import PropertyViolation
+from .examples_db import database_settings
+from .guard import Interrupted, timed_calls
 from .machine import BURST, Counters, build_machine
 from .progress import Progress
 from .properties import PROPERTIES
@@ -40,6 +42,8 @@ class CheckResult:
     violation: PropertyViolation | None = None
     error: str | None = None
     flaky: bool = False
+    interrupted: bool = False
+    """A Ctrl-C stopped the run before its budget was spent."""
     examples: int = 0
     steps: int = 0
     seconds: float = 0.0
@@ -49,6 +53,8 @@ class CheckResult:
     def verdict(self) -> str:
         if self.error is not None:
             return "error"
+        if self.violation is None and self.interrupted:
+            return "interrupted"
         return "fails" if self.violation is not None else "conforms"
 
     def raise_if_failed(self) -> None:
@@ -95,6 +101,7 @@ def coverage(prepared: Prepared, config: CheckConfig) -> tuple[dict[str, str], d
     return not_checked, alphabet
 
 
+@timed_calls
 def run_check(
     target: str,
     config: CheckConfig,
@@ -119,15 +126,16 @@ def run_check(
     seeded = seed(config.seed)(machine)
     options = settings(
         max_examples=config.max_examples, stateful_step_count=-(-config.steps // BURST),
-        deadline=None,
-        suppress_health_check=list(HealthCheck), database=None, report_multiple_bugs=False,
-        verbosity=Verbosity.quiet, phases=(Phase.generate,), print_blob=False)
+        deadline=None, suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+        verbosity=Verbosity.quiet, print_blob=False, **database_settings(config, target))
     progress.begin()
     start = time.perf_counter()
     try:
         _run_machine(seeded, settings=options)
     except PropertyViolation as violation:
         result.violation = violation
+    except Interrupted:
+        result.interrupted = True
     except FlakyFailure as flaky:
         seen = [e for e in flaky.exceptions if isinstance(e, PropertyViolation)]
         if seen:
@@ -141,7 +149,10 @@ def run_check(
         found = result.violation
         result.extra["found_after_s"] = round(time.perf_counter() - start, 3)
         result.extra["found_trace_calls"] = len(found.trace)
-        result.violation = shrink(prepared.make_adapter, config, found)
+        try:
+            result.violation = shrink(prepared.make_adapter, config, found)
+        except Interrupted:
+            result.interrupted = True
     result.seconds = time.perf_counter() - start
     progress.end(result.verdict if result.violation is None
                  else f"fails property {result.violation.prop!r}")
