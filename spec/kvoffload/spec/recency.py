@@ -80,8 +80,8 @@ class LruOrder:
 
 @dataclass(frozen=True)
 class ArcLists:
-    """Megiddo and Modha's ARC (FAST 2003, Fig. 4), adapted to blocks that cannot always
-    be evicted.
+    """Megiddo and Modha's ARC (FAST 2003), adapted to blocks that cannot always be
+    evicted.
 
     ``t1`` holds live keys used once, ``t2`` live keys used again (each least recent
     first); ``b1`` / ``b2`` are ghosts of keys evicted from them; ``p`` is the target
