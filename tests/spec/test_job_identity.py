@@ -16,6 +16,7 @@ from kvoffload.spec import (
     CacheState,
     Call,
     Completion,
+    Key,
     LoadPlan,
     MisuseError,
     Op,
@@ -36,8 +37,8 @@ class Job:
     """What the environment knows of one job: its kind, its keys' slots, which still run."""
 
     op: Op
-    slots: dict[str, int]
-    running: set[str] = field(default_factory=set)
+    slots: dict[Key, int]
+    running: set[Key] = field(default_factory=set)
 
 
 def running_slots(jobs: dict[Ticket, Job]) -> set[int]:
@@ -59,15 +60,15 @@ def completion(data: st.DataObject, jobs: dict[Ticket, Job], state: CacheState,
     """A completion of a job the environment started (running or not), or of none."""
     if not jobs or data.draw(st.integers(0, 9)) == 0:
         op = data.draw(st.sampled_from([Op.COMPLETE_STORE, Op.COMPLETE_LOAD]))
-        keys = (data.draw(st.sampled_from(KEYS)),)
+        key: Key = data.draw(st.sampled_from(KEYS))
         ticket = state.next_ticket + data.draw(st.integers(0, 3))  # never issued
         if ticket_form:
-            return Call(op, keys, ticket=ticket), None
-        return Call(op, keys, job=ticket), None  # a job nobody started: stale
+            return Call(op, (key,), ticket=ticket), None
+        return Call(op, (key,), job=ticket), None  # a job nobody started: stale
     ticket = data.draw(st.sampled_from(sorted(jobs)))
     job = jobs[ticket]
-    keys = tuple(data.draw(st.lists(st.sampled_from(sorted(job.slots)), min_size=1,
-                                    unique=True)))
+    keys: tuple[Key, ...] = tuple(data.draw(st.lists(
+        st.sampled_from(sorted(job.slots, key=str)), min_size=1, unique=True)))
     success = job.op is Op.COMPLETE_LOAD or data.draw(st.booleans())
     if ticket_form:
         return Call(job.op, keys, success=success, ticket=ticket), ticket
@@ -112,13 +113,13 @@ def run(data: st.DataObject, policy: Policy, ticket_form: bool, steps: int) -> N
         check_safety(state, jobs)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(data=st.data(), policy=st.sampled_from(list(Policy)))
 def test_the_ticket_form_is_safe_with_no_assumption(data: st.DataObject, policy: Policy) -> None:
     run(data, policy, ticket_form=True, steps=30)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(data=st.data(), policy=st.sampled_from(list(Policy)))
 def test_vllm_form_is_safe_under_no_stale_completions(data: st.DataObject, policy: Policy) -> None:
     run(data, policy, ticket_form=False, steps=30)
