@@ -106,8 +106,9 @@ class ArcLists:
        (``b1`` once ``b2`` is empty) while ``|t1| + |t2| + |b1| + |b2| > 2c``. This is
        the paper's case IV deletions, done after the insertion instead of before.
 
-    With a single full list and no pins this is the paper's REPLACE exactly; the
-    adaptation only acts when a preferred list's keys are all pinned or STORING. Uses:
+    With no block pinned or STORING this is the paper's algorithm; the adaptation acts
+    only when the preferred list's keys are all pinned, STORING or named in the call.
+    Uses:
     ``touch`` of a READY key moves it to the most-recent end of ``t2``; a STORING key in
     ``t1`` stays in ``t1``, moved to its most-recent end. As under LRU, a block that
     becomes evictable (its store completes, its last reader leaves) moves to the
