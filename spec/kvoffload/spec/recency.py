@@ -106,7 +106,9 @@ class ArcLists:
        (``b1`` once ``b2`` is empty) while ``|t1| + |t2| + |b1| + |b2| > 2c``. This is
        the paper's case IV deletions, done after the insertion instead of before.
 
-    With no block pinned or STORING this is the paper's algorithm; the adaptation acts
+    With no block pinned or STORING, and a hit of the paper being a ``touch``, this is
+    the paper's algorithm (which never has a free slot once warm; the spec's slots free
+    up on failed stores and resets, and then no eviction is needed). The adaptation acts
     only when the preferred list's keys are all pinned, STORING or named in the call.
     Uses:
     ``touch`` of a READY key moves it to the most-recent end of ``t2``; a STORING key in
