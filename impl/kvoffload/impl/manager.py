@@ -20,8 +20,9 @@ it was.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import TypeVar
 
 from kvoffload.spec.errors import (
@@ -94,8 +95,8 @@ class OffloadManager:
     """
 
     __slots__ = ("_adaptive", "_capacity", "_epoch", "_free", "_fresh", "_load_orphans", "_order",
-                 "_policy", "_readers", "_ready", "_removed", "_store_orphans", "_stored",
-                 "_storing")
+                 "_policy", "_queue", "_readers", "_ready", "_removed", "_store_orphans",
+                 "_stored", "_storing")
 
     def __init__(self, capacity: int, policy: str | Policy = "lru") -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
@@ -106,6 +107,9 @@ class OffloadManager:
             LruEviction() if self._policy is Policy.LRU else ArcEviction(capacity))
         self._adaptive = self._policy is not Policy.LRU
         """Does the order need ``adapted`` / ``inserted`` calls? (LRU's are no-ops.)"""
+        self._queue = self._order.queue if isinstance(self._order, LruEviction) else None
+        """LRU's queue, which the hot paths update in place (one dict operation per key,
+        no method call); None for ARC, which is told through its methods."""
         self._capacity = capacity
         self._epoch = 0
         self._storing: dict[Key, int] = {}
@@ -168,6 +172,22 @@ class OffloadManager:
 
         raises: NotReadable
         """
+        if isinstance(keys, (tuple, list)) and len(keys) == 1:  # decode's usual call
+            key = keys[0]
+            slot = self._ready.get(key)
+            if slot is not None:
+                readers = self._readers
+                count = readers.get(key)
+                if count is not None:
+                    readers[key] = count + 1
+                else:
+                    readers[key] = 1
+                    queue = self._queue
+                    if queue is None:
+                        self._order.pinned((key,))
+                    else:
+                        del queue[key]
+                return load_plan((key,), (slot,), self._epoch)
         keys = tuple(dict.fromkeys(keys))
         ready = self._ready
         try:
@@ -177,17 +197,19 @@ class OffloadManager:
             raise NotReadable(
                 f"only READY blocks can be loaded; absent or still being stored: "
                 f"{list(unreadable)!r}", keys=unreadable) from None
-        readers = self._readers
-        if readers.keys().isdisjoint(keys):  # the usual case: no key is being read yet
-            first: Sequence[Key] = keys
-        else:
-            first = [k for k in keys if k not in readers]
-            for key in keys:
-                if key in readers:
-                    readers[key] += 1
-        if first:
-            for key in first:
+        readers, queue = self._readers, self._queue
+        first: list[Key] = []
+        for key in keys:
+            count = readers.get(key)
+            if count is None:
                 readers[key] = 1
+                if queue is None:
+                    first.append(key)
+                else:
+                    del queue[key]
+            else:
+                readers[key] = count + 1
+        if first:
             self._order.pinned(first)
         return load_plan(keys, slots, self._epoch)
 
@@ -200,50 +222,77 @@ class OffloadManager:
 
         raises: UnknownEpoch, UnmatchedCompleteLoad
         """
-        if epoch is not None:
-            self._check_epoch(epoch)
-        keys = tuple(dict.fromkeys(keys))
-        readers, orphans = self._readers, self._load_orphans
-        counts: list[int | None] = []
+        readers = self._readers
+        if epoch is None and isinstance(keys, (tuple, list)) and len(keys) == 1:
+            key = keys[0]
+            count = readers.get(key)
+            if count == 1:  # decode's usual call: its only reader leaves
+                del readers[key]
+                queue = self._queue
+                if queue is None:
+                    self._order.evictable((key,))
+                else:
+                    queue[key] = None
+                return completion((key,), (), ())
+        keys = _distinct(keys)
         if epoch is None or epoch == self._epoch:
             counts = list(map(readers.get, keys))
             if None in counts:
-                applied = [k for k, n in zip(keys, counts, strict=True) if n is not None]
-                stale = [k for k, n in zip(keys, counts, strict=True) if n is None]
-                counts = [n for n in counts if n is not None]
-            else:
-                applied, stale = list(keys), []
+                return self._complete_stale_loads(keys, counts, epoch)
         else:
-            applied, stale = [], list(keys)
-        if stale:
-            unmatched = [k for k in stale if not orphans.has(k, epoch)]
-            if unmatched:
-                raise UnmatchedCompleteLoad(
-                    f"complete_load needs a matching prepare_load; no load outstanding "
-                    f"for {unmatched!r}", keys=tuple(unmatched))
-        if counts.count(1) == len(counts):  # the usual case: each was the last reader
-            for key in applied:
+            self._check_epoch(epoch)
+            return self._complete_stale_loads(keys, [None] * len(keys), epoch)
+        queue = self._queue
+        freed: list[Key] = []
+        for key, count in zip(keys, counts, strict=True):
+            if count == 1:
                 del readers[key]
-            freed = applied
-        else:
-            freed = []
-            for key, count in zip(applied, counts, strict=True):
-                if count is not None and count > 1:
-                    readers[key] = count - 1
-                else:
-                    del readers[key]
+                if queue is None:
                     freed.append(key)
+                else:
+                    queue[key] = None
+            else:
+                readers[key] = count - 1  # type: ignore[operator]  # None was ruled out above
+        if freed:
+            self._order.evictable(freed)
+        return completion(keys, (), ())
+
+    def _complete_stale_loads(self, keys: tuple[Key, ...], counts: list[int | None],
+                              epoch: int | None) -> Completion:
+        """``complete_load`` where some keys have no current reader: each must match a
+        load a reset left running (of ``epoch``, or the oldest when None), else the
+        call is rejected and nothing changes.
+
+        raises: UnmatchedCompleteLoad
+        """
+        orphans = self._load_orphans
+        stale = [k for k, n in zip(keys, counts, strict=True) if n is None]
+        unmatched = [k for k in stale if not orphans.has(k, epoch)]
+        if unmatched:
+            raise UnmatchedCompleteLoad(
+                f"complete_load needs a matching prepare_load; no load outstanding "
+                f"for {unmatched!r}", keys=tuple(unmatched))
+        readers = self._readers
+        applied = tuple(k for k, n in zip(keys, counts, strict=True) if n is not None)
+        freed = []
+        for key in applied:
+            count = readers[key]
+            if count > 1:
+                readers[key] = count - 1
+            else:
+                del readers[key]
+                freed.append(key)
         if freed:
             self._order.evictable(freed)
         for key in stale:
             slot = orphans.complete(key, epoch)
             if slot is not None:
                 self._free.append(slot)
-        return completion(tuple(applied), tuple(stale) if stale else (), ())
+        return completion(applied, tuple(stale), ())
 
     def touch(self, keys: Iterable[Key]) -> None:
         """Mark keys as used for the eviction order; absent keys are ignored."""
-        self._order.touched(tuple(dict.fromkeys(keys)), self._ready)
+        self._order.touched(_distinct(keys), self._ready)
 
     def prepare_store(self, keys: Iterable[Key]) -> StorePlan | StoreRejected:
         """Give slots to the keys not yet present, evicting exactly as many blocks as
@@ -251,45 +300,104 @@ class OffloadManager:
 
         Keys already STORING or READY are skipped, and protected from eviction.
         """
-        call = dict.fromkeys(keys)
+        if not isinstance(keys, (tuple, list)):
+            keys = tuple(keys)
         ready, storing = self._ready, self._storing
-        new = [k for k in call if k not in ready and k not in storing]
+        new: tuple[Key, ...]
+        if len(keys) == 1:
+            key = keys[0]
+            new = () if key in ready or key in storing else (key,)
+        else:
+            new = tuple(dict.fromkeys([k for k in keys if k not in ready and k not in storing]))
         if not new:
             return store_plan((), (), (), self._epoch)
-        capacity, free_list, order = self._capacity, self._free, self._order
-        free = len(free_list) + capacity - self._fresh
-        needed = len(new) - free
-        if needed > 0:
-            # Evictable blocks not named in the call: the call's own keys stay.
-            readers = self._readers
-            candidates = len(ready) - len(readers)
-            if needed > candidates - (len(call) - len(new)):
-                candidates -= sum(1 for k in call if k in ready and k not in readers)
-            if needed > candidates:
-                return StoreRejected(needed=len(new), available=free + candidates)
-            if self._adaptive:
-                order.adapted(new)
-            victims = order.evict(needed, call)
-            free_list.extend(map(ready.pop, victims))
-            self._leave_ready(victims)
-        else:
-            if self._adaptive:
-                order.adapted(new)
-            victims = []
-        # Slots as vLLM hands them out: never-used ones in order, then the free list, LIFO.
         count = len(new)
-        fresh = self._fresh
-        from_fresh = min(count, capacity - fresh)
-        slots = list(range(fresh, fresh + from_fresh))
-        self._fresh = fresh + from_fresh
-        reused = count - from_fresh
-        if reused:
-            slots += free_list[:-reused - 1:-1]
-            del free_list[-reused:]
-        storing.update(zip(new, slots, strict=True))
+        capacity, free_list, fresh = self._capacity, self._free, self._fresh
+        free = len(free_list) + capacity - fresh
+        needed = count - free
+        victims: tuple[Key, ...] = ()
+        queue = self._queue
+        if needed == 1 and queue and count == len(keys):
+            # LRU, one victim, no key of the call to protect: decode's usual store.
+            victim = queue.popitem(False)[0]
+            free_list.append(ready.pop(victim))
+            stored = self._stored
+            if victim in stored:  # not yet reported READY: leaves with no news
+                stored.remove(victim)
+            else:
+                self._removed.add(victim)
+            victims = (victim,)
+        elif needed > 0:
+            evicted = self._evict(keys, new, needed, free)
+            if isinstance(evicted, StoreRejected):
+                return evicted
+            victims = evicted
+        elif self._adaptive:
+            self._order.adapted(new)
+        # Slots as vLLM hands them out: never-used ones in order, then the free list, LIFO.
+        slots: tuple[int, ...]
+        if fresh == capacity:
+            if count == 1:
+                slots = (free_list.pop(),)
+            else:
+                slots = tuple(free_list[:-count - 1:-1])
+                del free_list[-count:]
+        else:
+            from_fresh = min(count, capacity - fresh)
+            self._fresh = fresh + from_fresh
+            reused = count - from_fresh
+            if reused:
+                slots = (*range(fresh, fresh + from_fresh), *free_list[:-reused - 1:-1])
+                del free_list[-reused:]
+            else:
+                slots = tuple(range(fresh, fresh + from_fresh))
+        if count == 1:
+            storing[new[0]] = slots[0]
+        else:
+            storing.update(zip(new, slots, strict=True))
         if self._adaptive:
-            order.inserted(new)
-        return store_plan(tuple(new), tuple(slots), tuple(victims), self._epoch)
+            self._order.inserted(new)
+        return store_plan(new, slots, victims, self._epoch)
+
+    def _evict(self, keys: Sequence[Key], new: tuple[Key, ...], needed: int, free: int
+               ) -> tuple[Key, ...] | StoreRejected:
+        """``prepare_store``'s evictions: ``needed`` victims not named in ``keys`` (their
+        slots go to the free list), or the rejection if there are not enough."""
+        ready, readers = self._ready, self._readers
+        candidates = len(ready) - len(readers)
+        # Call keys that are not new may be READY and evictable: they stay, so they
+        # are no candidates. Count them exactly only if that can decide a rejection.
+        count = len(new)
+        others = len(keys) - count
+        protected: Collection[Key] = _NONE
+        if others:
+            protected = set(keys)
+            if needed > candidates - others:
+                candidates -= sum(1 for k in protected if k in ready and k not in readers)
+        if needed > candidates:
+            return StoreRejected(needed=count, available=free + candidates)
+        order, queue = self._order, self._queue
+        if self._adaptive:
+            order.adapted(new)
+        if queue is None or protected:
+            victims = tuple(order.evict(needed, protected))
+        elif needed == 1:
+            victims = (queue.popitem(False)[0],)
+        else:
+            victims = tuple(islice(queue, needed))
+            for key in victims:
+                del queue[key]
+        self._free.extend(map(ready.pop, victims))
+        stored = self._stored
+        if stored and not stored.isdisjoint(victims):
+            for key in victims:  # a key not yet reported READY leaves with no news
+                if key in stored:
+                    stored.remove(key)
+                else:
+                    self._removed.add(key)
+        else:
+            self._removed.update(victims)
+        return victims
 
     def complete_store(
         self, keys: Iterable[Key], success: bool = True, epoch: int | None = None
@@ -304,42 +412,78 @@ class OffloadManager:
 
         raises: UnknownEpoch
         """
-        if epoch is not None:
+        if epoch is not None and epoch != self._epoch:
             self._check_epoch(epoch)
-        storing, orphans = self._storing, self._store_orphans
-        if not isinstance(keys, (list, tuple)):
-            keys = list(keys)
-        # The current STORING keys with their slots, first occurrence first.
-        finished = ({k: storing[k] for k in keys if k in storing}
-                    if epoch is None or epoch == self._epoch else {})
+            return self._complete_stale_stores(tuple(dict.fromkeys(keys)), (), epoch)
+        pop = self._storing.pop
+        if success and isinstance(keys, (tuple, list)) and len(keys) == 1:
+            key = keys[0]
+            slot = pop(key, None)
+            if slot is not None:  # decode's usual call: one block becomes READY
+                self._ready[key] = slot
+                removed = self._removed
+                if key in removed:
+                    removed.remove(key)
+                else:
+                    self._stored.add(key)
+                queue = self._queue
+                if queue is None:
+                    self._order.evictable((key,))
+                else:
+                    queue[key] = None
+                return completion((key,), (), ())
+        applied: list[Key] = []
+        missed: list[Key] = []
+        if success:
+            ready, queue, stored, removed = self._ready, self._queue, self._stored, self._removed
+            for key in keys:
+                slot = pop(key, None)
+                if slot is None:
+                    missed.append(key)
+                    continue
+                ready[key] = slot
+                applied.append(key)
+                if key in removed:  # reported removed since: back, no news
+                    removed.remove(key)
+                else:
+                    stored.add(key)
+                if queue is not None:
+                    queue[key] = None
+            if queue is None and applied:
+                self._order.evictable(applied)
+        else:
+            free_list = self._free
+            for key in keys:
+                slot = pop(key, None)
+                if slot is None:
+                    missed.append(key)
+                else:
+                    free_list.append(slot)
+                    applied.append(key)
+            if applied:
+                self._order.removed(applied)
+        if missed:
+            done = set(applied)
+            return self._complete_stale_stores(
+                tuple(k for k in dict.fromkeys(missed) if k not in done), tuple(applied), epoch)
+        return completion(tuple(applied), (), ())
+
+    def _complete_stale_stores(self, keys: tuple[Key, ...], applied: tuple[Key, ...],
+                               epoch: int | None) -> Completion:
+        """``complete_store``'s keys that are not STORING: a store a reset left running
+        (of ``epoch``, or the oldest when None) is released, anything else ignored."""
+        orphans, free_list = self._store_orphans, self._free
         released: list[Key] = []
         ignored: list[Key] = []
-        if len(finished) < len(keys):
-            for key in dict.fromkeys(keys):
-                if key in finished:
-                    continue
-                if orphans and orphans.has(key, epoch):
-                    released.append(key)
-                else:
-                    ignored.append(key)
-        free_list = self._free
-        applied = list(finished)
-        if applied:
-            for key in applied:
-                del storing[key]
-            if success:
-                self._ready.update(finished)
-                self._enter_ready(applied)
-                self._order.evictable(applied)
+        for key in keys:
+            if orphans and orphans.has(key, epoch):
+                released.append(key)
+                slot = orphans.complete(key, epoch)
+                if slot is not None:
+                    free_list.append(slot)
             else:
-                free_list.extend(finished.values())
-                self._order.removed(applied)
-        for key in released:
-            slot = orphans.complete(key, epoch)
-            if slot is not None:
-                free_list.append(slot)
-        return completion(tuple(applied), tuple(released) if released else (),
-                          tuple(ignored) if ignored else ())
+                ignored.append(key)
+        return completion(applied, tuple(released), tuple(ignored))
 
     def reset_cache(self) -> int:
         """Drop every block and start a new epoch; returns the new epoch.
@@ -441,28 +585,16 @@ class OffloadManager:
         evictable = ready.keys() - readers.keys()
         self._order.check({**storing, **ready}, evictable)
 
-    def _enter_ready(self, keys: list[Key]) -> None:
-        """Events: these keys became READY (a key reported removed since is back: no news)."""
-        removed = self._removed
-        if removed and not removed.isdisjoint(keys):
-            back = removed.intersection(keys)
-            removed.difference_update(back)
-            self._stored.update(k for k in keys if k not in back)
-        else:
-            self._stored.update(keys)
-
-    def _leave_ready(self, keys: list[Key]) -> None:
-        """Events: these keys are no longer READY (one not yet reported READY: no news)."""
-        stored = self._stored
-        if stored and not stored.isdisjoint(keys):
-            unseen = stored.intersection(keys)
-            stored.difference_update(unseen)
-            self._removed.update(k for k in keys if k not in unseen)
-        else:
-            self._removed.update(keys)
-
     def _check_epoch(self, epoch: int | None) -> None:
+        """raises: UnknownEpoch"""
         if epoch is not None and not 0 <= epoch <= self._epoch:
             raise UnknownEpoch(
                 f"a completion may only name an epoch that has begun (0 .. {self._epoch}); "
                 f"got epoch={epoch}")
+
+
+def _distinct(keys: Iterable[Key]) -> tuple[Key, ...]:
+    """The call's keys as a tuple, first occurrence first (a single key costs no dedupe)."""
+    if isinstance(keys, (tuple, list)) and len(keys) == 1:
+        return (keys[0],)
+    return tuple(dict.fromkeys(keys))
