@@ -243,6 +243,11 @@ class OffloadManager:
             self._check_epoch(epoch)
             return self._complete_stale_loads(keys, [None] * len(keys), epoch)
         queue = self._queue
+        if queue is not None and counts.count(1) == len(counts):
+            for key in keys:  # every key's last reader leaves (LRU): the usual case
+                del readers[key]
+                queue[key] = None
+            return completion(keys, (), ())
         freed: list[Key] = []
         for key, count in zip(keys, counts, strict=True):
             if count == 1:
