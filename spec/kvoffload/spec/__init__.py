@@ -20,9 +20,9 @@ from .errors import (
     ChoiceNotAllowed,
     InvariantViolation,
     KvOffloadError,
+    MalformedCall,
     MisuseError,
     NotReadable,
-    UnknownEpoch,
     UnmatchedCompleteLoad,
 )
 from .invariants import INVARIANTS, broken_invariants, check_invariants, is_quiescent
@@ -39,15 +39,15 @@ from .transitions import (
     take_events,
     touch,
 )
-from .vocabulary import CopyKind, Key, LookupResult, Phase, Policy, unique
+from .vocabulary import CopyKind, Key, LookupResult, Phase, Policy, Ticket, unique
 
 __all__ = [
     "ASSUMPTIONS", "COMPLETIONS", "INVARIANTS", "NO_MISUSE", "NO_RESET_IN_FLIGHT",
     "NO_STALE_COMPLETIONS", "UNIQUE_KEYS", "ArcLists", "Assumption", "BadCapacity", "Block",
     "CacheState", "Call", "ChoiceNotAllowed", "Completion", "CopyKind", "Events",
     "InvariantViolation", "Key", "KvOffloadError", "LoadPlan", "LookupResult", "LruOrder",
-    "MisuseError", "NotReadable", "Op", "Orphan", "Output", "Phase", "Policy", "StorePlan",
-    "StoreRejected", "UnknownEpoch", "UnmatchedCompleteLoad", "apply", "broken_invariants",
+    "MalformedCall", "MisuseError", "NotReadable", "Op", "Orphan", "Output", "Phase", "Policy",
+    "StorePlan", "StoreRejected", "Ticket", "UnmatchedCompleteLoad", "apply", "broken_invariants",
     "check_invariants", "complete_load", "complete_store", "excluded_by", "initial_state",
     "is_quiescent", "lookup", "prepare_load", "prepare_store", "replay", "reset_cache", "send",
     "take_events", "touch", "unique",
