@@ -364,7 +364,7 @@ def decode_runs(releases: dict[str, VllmRelease], sizes: Sequence[int], capacity
     for size in sizes:
         batches = decode_batches(size, total, f"decode {size}")
 
-        def native(make: Callable[[], Any], bare: bool = False
+        def native(make: Callable[[], Any], bare: bool = False, batches: list[list[bytes]] = batches
                    ) -> Callable[[], tuple[int, tuple[int, int]]]:
             def run() -> tuple[int, tuple[int, int]]:
                 manager = make()
@@ -381,8 +381,8 @@ def decode_runs(releases: dict[str, VllmRelease], sizes: Sequence[int], capacity
         if release is not None:
             context = contexts_for(release, [Request("decode", (), (), False)])[0]
 
-            def vllm_run(r: VllmRelease = release, c: Any = context
-                         ) -> tuple[int, tuple[int, int]]:
+            def vllm_run(r: VllmRelease = release, c: Any = context,
+                         batches: list[list[bytes]] = batches) -> tuple[int, tuple[int, int]]:
                 manager = r.manager_class()(capacity, "lru", enable_events=True)
                 for keys in filler:
                     manager.prepare_store(keys, c)

@@ -5,14 +5,18 @@ case as the spec does (``docs/spec.md``), but shares only the spec's vocabulary,
 errors and output records: the bookkeeping below is written for speed, so that the
 conformance suite comparing the two means something.
 
-Layout: one dict per phase (``_storing`` and ``_ready``, key to slot) and one for
-the readers of READY blocks, so each phase is explicit and lookups are a dict probe
-or two; the eviction order (:mod:`.lru` or :mod:`.arc`) holds the evictable keys;
-slots come from a fresh counter and a free list (as in vLLM, so that with the same
-calls both hand out the same slots); events are the net change of the READY set,
-kept in two sets as blocks come and go, so ``take_events`` costs only what it returns.
-Every operation is O(1) per key it names (``reset_cache`` is O(live blocks)), and
-nothing scans past pinned or in-flight blocks.
+Layout: one dict per phase (``_storing`` and ``_ready``, key to slot), the running
+jobs' tickets (``_store_jobs``: a STORING key's store ticket; ``_readers``: a READY
+key's running loads, oldest first), so each phase is explicit and lookups are a dict
+probe or two; the eviction order (:mod:`.lru` or :mod:`.arc`, an
+:class:`~.eviction.EvictionOrder`) holds the evictable keys; slots come from a fresh
+counter and a free list (as in vLLM, so that with the same calls both hand out the
+same slots); every accepted plan takes the next ticket of a per-manager counter (never
+reset); events are the net change of the READY set, kept in two sets as blocks come
+and go, so ``take_events`` costs only what it returns. Every operation is O(1) per key
+it names (``reset_cache`` is O(live blocks)), and nothing scans past pinned or
+in-flight blocks. A call naming one key (decode's usual call) takes a short path
+that skips deduplication.
 
 Errors are raised before anything changes: a call that raises leaves the manager as
 it was.
@@ -29,14 +33,14 @@ from kvoffload.spec.errors import (
     BadCapacity,
     InvariantViolation,
     NotReadable,
-    UnknownEpoch,
     UnmatchedCompleteLoad,
 )
 from kvoffload.spec.outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
-from kvoffload.spec.vocabulary import Key, LookupResult, Policy
+from kvoffload.spec.vocabulary import Key, LookupResult, Policy, Ticket
 
 from .arc import ArcEviction, ArcView
 from .errors import UnknownPolicy
+from .eviction import EvictionOrder
 from .lru import LruEviction
 from .orphans import Orphans, OrphanView
 from .records import completion, events, load_plan, store_plan
@@ -82,6 +86,11 @@ class ManagerView:
     stored: frozenset[Key]
     removed: frozenset[Key]
     order: tuple[Key, ...] | ArcView
+    store_jobs: tuple[tuple[Key, Ticket], ...] = ()
+    """Each STORING key's store ticket."""
+    loads: tuple[tuple[Key, tuple[Ticket, ...]], ...] = ()
+    """Each READY key with readers: its running loads' tickets, oldest first."""
+    next_ticket: Ticket = 0
 
 
 class OffloadManager:
@@ -94,28 +103,31 @@ class OffloadManager:
     raises: BadCapacity, UnknownPolicy
     """
 
-    __slots__ = ("_adaptive", "_capacity", "_epoch", "_free", "_fresh", "_load_orphans", "_order",
-                 "_policy", "_queue", "_readers", "_ready", "_removed", "_store_orphans",
-                 "_stored", "_storing")
+    __slots__ = ("_capacity", "_epoch", "_free", "_fresh", "_load_orphans", "_next_ticket",
+                 "_order", "_policy", "_queue", "_readers", "_ready", "_removed",
+                 "_store_jobs", "_store_orphans", "_stored", "_storing")
 
     def __init__(self, capacity: int, policy: str | Policy = "lru") -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise BadCapacity(f"a tier needs an int number of slots, at least one; "
                               f"got capacity={capacity!r}")
         self._policy = policy_of(policy)
-        self._order: LruEviction | ArcEviction = (
-            LruEviction() if self._policy is Policy.LRU else ArcEviction(capacity))
-        self._adaptive = self._policy is not Policy.LRU
-        """Does the order need ``adapted`` / ``inserted`` calls? (LRU's are no-ops.)"""
-        self._queue = self._order.queue if isinstance(self._order, LruEviction) else None
+        lru = LruEviction() if self._policy is Policy.LRU else None
+        self._order: EvictionOrder = lru if lru is not None else ArcEviction(capacity)
+        self._queue = lru.queue if lru is not None else None
         """LRU's queue, which the hot paths update in place (one dict operation per key,
         no method call); None for ARC, which is told through its methods."""
         self._capacity = capacity
         self._epoch = 0
+        self._next_ticket: Ticket = 0
+        """The ticket the next accepted plan takes; never reset, so tickets stay fresh."""
         self._storing: dict[Key, int] = {}
+        self._store_jobs: dict[Key, Ticket] = {}
+        """Each STORING key's store ticket (the same keys as ``_storing``)."""
         self._ready: dict[Key, int] = {}
-        self._readers: dict[Key, int] = {}
-        """READY keys with at least one reader; a READY key not here is evictable."""
+        self._readers: dict[Key, list[Ticket]] = {}
+        """READY keys with at least one running load: its tickets, oldest first; a READY
+        key not here is evictable."""
         self._fresh = 0
         """Slots ``fresh .. capacity - 1`` were never handed out since the last reset."""
         self._free: list[int] = []
@@ -168,7 +180,8 @@ class OffloadManager:
         return lookup
 
     def prepare_load(self, keys: Iterable[Key]) -> LoadPlan:
-        """Pin READY blocks for reading (one more reader each); say where they are.
+        """Pin READY blocks for reading under a fresh ticket (one more reader each); say
+        where they are.
 
         raises: NotReadable
         """
@@ -176,18 +189,20 @@ class OffloadManager:
             key = keys[0]
             slot = self._ready.get(key)
             if slot is not None:
+                ticket = self._next_ticket
+                self._next_ticket = ticket + 1
                 readers = self._readers
-                count = readers.get(key)
-                if count is not None:
-                    readers[key] = count + 1
+                loads = readers.get(key)
+                if loads is not None:
+                    loads.append(ticket)
                 else:
-                    readers[key] = 1
+                    readers[key] = [ticket]
                     queue = self._queue
                     if queue is None:
                         self._order.pinned((key,))
                     else:
                         del queue[key]
-                return load_plan((key,), (slot,), self._epoch)
+                return load_plan((key,), (slot,), self._epoch, ticket)
         keys = tuple(dict.fromkeys(keys))
         ready = self._ready
         try:
@@ -197,37 +212,41 @@ class OffloadManager:
             raise NotReadable(
                 f"only READY blocks can be loaded; absent or still being stored: "
                 f"{list(unreadable)!r}", keys=unreadable) from None
+        ticket = self._next_ticket
+        self._next_ticket = ticket + 1
         readers, queue = self._readers, self._queue
         first: list[Key] = []
         for key in keys:
-            count = readers.get(key)
-            if count is None:
-                readers[key] = 1
+            loads = readers.get(key)
+            if loads is None:
+                readers[key] = [ticket]
                 if queue is None:
                     first.append(key)
                 else:
                     del queue[key]
             else:
-                readers[key] = count + 1
+                loads.append(ticket)
         if first:
             self._order.pinned(first)
-        return load_plan(keys, slots, self._epoch)
+        return load_plan(keys, slots, self._epoch, ticket)
 
-    def complete_load(self, keys: Iterable[Key], epoch: int | None = None) -> Completion:
+    def complete_load(self, keys: Iterable[Key], ticket: Ticket | None = None) -> Completion:
         """A load finished: one reader fewer; the last one leaving makes the block evictable.
 
-        ``epoch=None`` (vLLM's form) completes the current load of a key, else the
-        oldest one a reset left running; naming the epoch ``prepare_load`` returned
-        completes exactly that epoch's load.
+        ``ticket=T`` (the ticket form) finishes load T of each key: on its READY block
+        (``applied``), else on a copy a reset left running (``released``), else the key
+        is ``ignored``. ``ticket=None`` (vLLM's form) finishes the oldest running load of
+        the READY block, else of the oldest copy a reset left running; a key with
+        neither is misuse.
 
-        raises: UnknownEpoch, UnmatchedCompleteLoad
+        raises: UnmatchedCompleteLoad
         """
         readers = self._readers
-        if epoch is None and isinstance(keys, (tuple, list)) and len(keys) == 1:
+        if isinstance(keys, (tuple, list)) and len(keys) == 1:
             key = keys[0]
-            count = readers.get(key)
-            if count == 1:  # decode's usual call: its only reader leaves
-                del readers[key]
+            loads = readers.get(key)
+            if loads is not None and len(loads) == 1 and (ticket is None or loads[0] == ticket):
+                del readers[key]  # decode's usual call: its only reader leaves
                 queue = self._queue
                 if queue is None:
                     self._order.evictable((key,))
@@ -235,73 +254,98 @@ class OffloadManager:
                     queue[key] = None
                 return completion((key,), (), ())
         keys = _distinct(keys)
-        if epoch is None or epoch == self._epoch:
-            counts = list(map(readers.get, keys))
-            if None in counts:
-                return self._complete_stale_loads(keys, counts, epoch)
-        else:
-            self._check_epoch(epoch)
-            return self._complete_stale_loads(keys, [None] * len(keys), epoch)
+        if ticket is not None:
+            return self._complete_loads_of_job(keys, ticket)
+        running = list(map(readers.get, keys))
+        if None in running:
+            return self._complete_stale_loads(keys, running)
         queue = self._queue
-        if queue is not None and counts.count(1) == len(counts):
+        if queue is not None and all(len(loads) == 1 for loads in running):  # type: ignore[arg-type]  # None ruled out above
             for key in keys:  # every key's last reader leaves (LRU): the usual case
                 del readers[key]
                 queue[key] = None
             return completion(keys, (), ())
-        freed: list[Key] = []
-        for key, count in zip(keys, counts, strict=True):
-            if count == 1:
-                del readers[key]
-                if queue is None:
-                    freed.append(key)
-                else:
-                    queue[key] = None
-            else:
-                readers[key] = count - 1  # type: ignore[operator]  # None was ruled out above
-        if freed:
-            self._order.evictable(freed)
+        self._finish_loads(keys, running)  # type: ignore[arg-type]  # None ruled out above
         return completion(keys, (), ())
 
-    def _complete_stale_loads(self, keys: tuple[Key, ...], counts: list[int | None],
-                              epoch: int | None) -> Completion:
-        """``complete_load`` where some keys have no current reader: each must match a
-        load a reset left running (of ``epoch``, or the oldest when None), else the
-        call is rejected and nothing changes.
+    def _finish_loads(self, keys: Sequence[Key], running: Sequence[list[Ticket]],
+                      ticket: Ticket | None = None) -> None:
+        """Load ``ticket`` (None: the oldest) of each key's READY block finishes; the
+        blocks whose last reader left become evictable. ``running[i]`` is ``keys[i]``'s
+        list of loads."""
+        readers, freed = self._readers, []
+        for key, loads in zip(keys, running, strict=True):
+            if len(loads) == 1:
+                del readers[key]
+                freed.append(key)
+            elif ticket is None:
+                del loads[0]
+            else:
+                loads.remove(ticket)
+        if freed:
+            self._order.evictable(freed)
+
+    def _complete_stale_loads(self, keys: tuple[Key, ...], running: list[list[Ticket] | None]
+                              ) -> Completion:
+        """vLLM's form where some keys have no running load on a READY block: each must
+        have a copy a reset left running (its oldest job finishes), else the call is
+        rejected and nothing changes.
 
         raises: UnmatchedCompleteLoad
         """
         orphans = self._load_orphans
-        stale = [k for k, n in zip(keys, counts, strict=True) if n is None]
-        unmatched = [k for k in stale if not orphans.has(k, epoch)]
+        stale = tuple(k for k, loads in zip(keys, running, strict=True) if loads is None)
+        unmatched = [k for k in stale if not orphans.has(k, None)]
         if unmatched:
             raise UnmatchedCompleteLoad(
                 f"complete_load needs a matching prepare_load; no load outstanding "
                 f"for {unmatched!r}", keys=tuple(unmatched))
+        live = [(k, loads) for k, loads in zip(keys, running, strict=True) if loads is not None]
+        self._finish_loads([k for k, _ in live], [loads for _, loads in live])
+        self._release(orphans, stale, None)
+        return completion(tuple(k for k, _ in live), stale, ())
+
+    def _complete_loads_of_job(self, keys: tuple[Key, ...], ticket: Ticket) -> Completion:
+        """The ticket form of ``complete_load``: load ``ticket`` of each key, wherever it runs."""
         readers = self._readers
-        applied = tuple(k for k, n in zip(keys, counts, strict=True) if n is not None)
-        freed = []
-        for key in applied:
-            count = readers[key]
-            if count > 1:
-                readers[key] = count - 1
+        applied, running, rest = [], [], []
+        for key in keys:
+            loads = readers.get(key)
+            if loads is not None and ticket in loads:
+                applied.append(key)
+                running.append(loads)
             else:
-                del readers[key]
-                freed.append(key)
-        if freed:
-            self._order.evictable(freed)
-        for key in stale:
-            slot = orphans.complete(key, epoch)
+                rest.append(key)
+        self._finish_loads(applied, running, ticket)
+        released, ignored = self._release(self._load_orphans, rest, ticket)
+        return completion(tuple(applied), released, ignored)
+
+    def _release(self, orphans: Orphans, keys: Sequence[Key], ticket: Ticket | None
+                 ) -> tuple[tuple[Key, ...], tuple[Key, ...]]:
+        """Job ``ticket`` (None: the oldest) of each key's copy a reset left running
+        finishes; a copy whose last job finished frees its slot. Returns the keys
+        released and the keys with no such copy (ignored)."""
+        if not keys:
+            return (), ()
+        released, ignored = [], []
+        free_list = self._free
+        for key in keys:
+            found, slot = orphans.release(key, ticket)
+            if not found:
+                ignored.append(key)
+                continue
+            released.append(key)
             if slot is not None:
-                self._free.append(slot)
-        return completion(applied, tuple(stale), ())
+                free_list.append(slot)
+        return tuple(released), tuple(ignored)
 
     def touch(self, keys: Iterable[Key]) -> None:
         """Mark keys as used for the eviction order; absent keys are ignored."""
         self._order.touched(_distinct(keys), self._ready)
 
     def prepare_store(self, keys: Iterable[Key]) -> StorePlan | StoreRejected:
-        """Give slots to the keys not yet present, evicting exactly as many blocks as
-        needed, or reject the whole call and change nothing.
+        """Give slots to the keys not yet present under a fresh ticket, evicting exactly
+        as many blocks as needed, or reject the whole call and change nothing.
 
         Keys already STORING or READY are skipped, and protected from eviction.
         """
@@ -314,8 +358,10 @@ class OffloadManager:
             new = () if key in ready or key in storing else (key,)
         else:
             new = tuple(dict.fromkeys([k for k in keys if k not in ready and k not in storing]))
+        ticket = self._next_ticket
         if not new:
-            return store_plan((), (), (), self._epoch)
+            self._next_ticket = ticket + 1
+            return store_plan((), (), (), self._epoch, ticket)
         count = len(new)
         capacity, free_list, fresh = self._capacity, self._free, self._fresh
         free = len(free_list) + capacity - fresh
@@ -332,13 +378,12 @@ class OffloadManager:
             else:
                 self._removed.add(victim)
             victims = (victim,)
-        elif needed > 0:
+        elif needed > 0 or queue is None:
             evicted = self._evict(keys, new, needed, free)
             if isinstance(evicted, StoreRejected):
                 return evicted
             victims = evicted
-        elif self._adaptive:
-            self._order.adapted(new)
+        self._next_ticket = ticket + 1
         # Slots as vLLM hands them out: never-used ones in order, then the free list, LIFO.
         slots: tuple[int, ...]
         if fresh == capacity:
@@ -358,40 +403,44 @@ class OffloadManager:
                 slots = tuple(range(fresh, fresh + from_fresh))
         if count == 1:
             storing[new[0]] = slots[0]
+            self._store_jobs[new[0]] = ticket
         else:
             storing.update(zip(new, slots, strict=True))
-        if self._adaptive:
-            self._order.inserted(new)
-        return store_plan(new, slots, victims, self._epoch)
+            self._store_jobs.update(dict.fromkeys(new, ticket))
+        return store_plan(new, slots, victims, self._epoch, ticket)
 
     def _evict(self, keys: Sequence[Key], new: tuple[Key, ...], needed: int, free: int
                ) -> tuple[Key, ...] | StoreRejected:
-        """``prepare_store``'s evictions: ``needed`` victims not named in ``keys`` (their
-        slots go to the free list), or the rejection if there are not enough."""
-        ready, readers = self._ready, self._readers
-        candidates = len(ready) - len(readers)
-        # Call keys that are not new may be READY and evictable: they stay, so they
-        # are no candidates. Count them exactly only if that can decide a rejection.
-        count = len(new)
-        others = len(keys) - count
+        """``prepare_store``'s evictions (and ARC's bookkeeping of its new keys):
+        ``needed`` victims not named in ``keys``, their slots freed, or the rejection if
+        there are not enough."""
+        ready = self._ready
         protected: Collection[Key] = _NONE
-        if others:
-            protected = set(keys)
-            if needed > candidates - others:
-                candidates -= sum(1 for k in protected if k in ready and k not in readers)
-        if needed > candidates:
-            return StoreRejected(needed=count, available=free + candidates)
-        order, queue = self._order, self._queue
-        if self._adaptive:
-            order.adapted(new)
-        if queue is None or protected:
-            victims = tuple(order.evict(needed, protected))
+        if needed > 0:
+            readers = self._readers
+            candidates = len(ready) - len(readers)
+            # Call keys that are not new may be READY and evictable: they stay, so they
+            # are no candidates. Count them exactly only if that can decide a rejection.
+            others = len(keys) - len(new)
+            if others:
+                protected = set(keys)
+                if needed > candidates - others:
+                    candidates -= sum(1 for k in protected if k in ready and k not in readers)
+            if needed > candidates:
+                return StoreRejected(needed=len(new), available=free + candidates)
+        queue = self._queue
+        if queue is None:
+            victims = tuple(self._order.stored(new, free, protected))
+        elif protected:
+            victims = tuple(self._order.evict(needed, protected))
         elif needed == 1:
             victims = (queue.popitem(False)[0],)
         else:
             victims = tuple(islice(queue, needed))
             for key in victims:
                 del queue[key]
+        if not victims:
+            return victims
         self._free.extend(map(ready.pop, victims))
         stored = self._stored
         if stored and not stored.isdisjoint(victims):
@@ -405,27 +454,23 @@ class OffloadManager:
         return victims
 
     def complete_store(
-        self, keys: Iterable[Key], success: bool = True, epoch: int | None = None
+        self, keys: Iterable[Key], success: bool = True, ticket: Ticket | None = None
     ) -> Completion:
         """A store finished: its blocks become READY (success) or ABSENT, slot freed.
 
-        A key that is not STORING is ignored (reported in ``Completion.ignored``).
-        ``epoch=None`` (vLLM's form) completes the current STORING block if there is
-        one, else the oldest store a reset left running; naming the epoch
-        ``prepare_store`` returned completes exactly that epoch's store, so a stale
-        completion only frees the slot its copy held.
-
-        raises: UnknownEpoch
+        ``ticket=T`` (the ticket form) finishes store T of each key: its STORING block
+        (``applied``), else a copy a reset left running (``released``: its slot is
+        freed), else the key is ``ignored``. ``ticket=None`` (vLLM's form) finishes the
+        key's STORING block whatever its job, else the oldest store a reset left running,
+        else the key is ignored.
         """
-        if epoch is not None and epoch != self._epoch:
-            self._check_epoch(epoch)
-            return self._complete_stale_stores(tuple(dict.fromkeys(keys)), (), epoch)
-        pop = self._storing.pop
+        storing, jobs = self._storing, self._store_jobs
         if success and isinstance(keys, (tuple, list)) and len(keys) == 1:
             key = keys[0]
-            slot = pop(key, None)
-            if slot is not None:  # decode's usual call: one block becomes READY
-                self._ready[key] = slot
+            if key in storing and (ticket is None or jobs[key] == ticket):
+                # decode's usual call: one block becomes READY
+                self._ready[key] = storing.pop(key)
+                del jobs[key]
                 removed = self._removed
                 if key in removed:
                     removed.remove(key)
@@ -437,15 +482,20 @@ class OffloadManager:
                 else:
                     queue[key] = None
                 return completion((key,), (), ())
+        pop = storing.pop
         applied: list[Key] = []
         missed: list[Key] = []
         if success:
             ready, queue, stored, removed = self._ready, self._queue, self._stored, self._removed
             for key in keys:
+                if ticket is not None and jobs.get(key) != ticket:
+                    missed.append(key)
+                    continue
                 slot = pop(key, None)
                 if slot is None:
                     missed.append(key)
                     continue
+                del jobs[key]
                 ready[key] = slot
                 applied.append(key)
                 if key in removed:  # reported removed since: back, no news
@@ -459,53 +509,42 @@ class OffloadManager:
         else:
             free_list = self._free
             for key in keys:
+                if ticket is not None and jobs.get(key) != ticket:
+                    missed.append(key)
+                    continue
                 slot = pop(key, None)
                 if slot is None:
                     missed.append(key)
-                else:
-                    free_list.append(slot)
-                    applied.append(key)
+                    continue
+                del jobs[key]
+                free_list.append(slot)
+                applied.append(key)
             if applied:
                 self._order.removed(applied)
         if missed:
             done = set(applied)
-            return self._complete_stale_stores(
-                tuple(k for k in dict.fromkeys(missed) if k not in done), tuple(applied), epoch)
+            released, ignored = self._release(
+                self._store_orphans, [k for k in dict.fromkeys(missed) if k not in done], ticket)
+            return completion(tuple(applied), released, ignored)
         return completion(tuple(applied), (), ())
-
-    def _complete_stale_stores(self, keys: tuple[Key, ...], applied: tuple[Key, ...],
-                               epoch: int | None) -> Completion:
-        """``complete_store``'s keys that are not STORING: a store a reset left running
-        (of ``epoch``, or the oldest when None) is released, anything else ignored."""
-        orphans, free_list = self._store_orphans, self._free
-        released: list[Key] = []
-        ignored: list[Key] = []
-        for key in keys:
-            if orphans and orphans.has(key, epoch):
-                released.append(key)
-                slot = orphans.complete(key, epoch)
-                if slot is not None:
-                    free_list.append(slot)
-            else:
-                ignored.append(key)
-        return completion(applied, tuple(released), tuple(ignored))
 
     def reset_cache(self) -> int:
         """Drop every block and start a new epoch; returns the new epoch.
 
         Copies still running (stores in flight, loads with readers) keep their slots
-        until their completions arrive, so no new store is given a slot a running
-        copy still writes or reads.
+        and tickets until their completions arrive, so no new store is given a slot a
+        running copy still writes or reads. Tickets are not reused.
         """
-        epoch, ready = self._epoch, self._ready
+        epoch, ready, jobs = self._epoch, self._ready, self._store_jobs
         for key, slot in self._storing.items():
-            self._store_orphans.add(key, epoch, slot, 1)
-        for key, count in self._readers.items():
-            self._load_orphans.add(key, epoch, ready[key], count)
+            self._store_orphans.add(key, epoch, slot, [jobs[key]])
+        for key, loads in self._readers.items():
+            self._load_orphans.add(key, epoch, ready[key], loads)
         stored = self._stored
         self._removed.update(k for k in ready if k not in stored)
         stored.clear()
         self._storing.clear()
+        jobs.clear()
         ready.clear()
         self._readers.clear()
         self._order.cleared()
@@ -555,7 +594,7 @@ class OffloadManager:
             epoch=self._epoch,
             storing=tuple(self._storing.items()),
             ready=tuple(self._ready.items()),
-            readers=tuple(self._readers.items()),
+            readers=tuple((k, len(loads)) for k, loads in self._readers.items()),
             fresh=self._fresh,
             free=tuple(self._free),
             store_orphans=self._store_orphans.view(),
@@ -563,6 +602,9 @@ class OffloadManager:
             stored=frozenset(self._stored),
             removed=frozenset(self._removed),
             order=self._order.view(),
+            store_jobs=tuple(self._store_jobs.items()),
+            loads=tuple((k, tuple(loads)) for k, loads in self._readers.items()),
+            next_ticket=self._next_ticket,
         )
 
     def check(self) -> None:
@@ -573,10 +615,24 @@ class OffloadManager:
         storing, ready, readers = self._storing, self._ready, self._readers
         if storing.keys() & ready.keys():
             raise InvariantViolation("phases_are_live", "a key is both STORING and READY")
-        if not readers.keys() <= ready.keys() or any(n < 1 for n in readers.values()):
+        if not readers.keys() <= ready.keys() or any(not loads for loads in readers.values()):
             raise InvariantViolation("readers_only_on_ready_blocks",
-                                     "a reader count is on a block that is not READY, or < 1")
-        orphans = (*self._store_orphans.view(), *self._load_orphans.view())
+                                     "a reader list is on a block that is not READY, or empty")
+        store_orphans, load_orphans = self._store_orphans.view(), self._load_orphans.view()
+        orphans = (*store_orphans, *load_orphans)
+        stores = {*self._store_jobs.values(), *(t for o in store_orphans for t in o.tickets)}
+        loads = [(*running,) for running in readers.values()] + [o.tickets for o in load_orphans]
+        load_tickets = {t for running in loads for t in running}
+        if (self._store_jobs.keys() != storing.keys() or stores & load_tickets
+                or any(len(set(running)) != len(running) for running in loads)
+                or any(not 0 <= t < self._next_ticket for t in stores | load_tickets)
+                or any(len(o.tickets) != 1 for o in store_orphans)
+                or any(not o.tickets for o in load_orphans)):
+            raise InvariantViolation(
+                "tickets_name_running_jobs",
+                "a STORING key has no store ticket (or a ticket no key), a ticket names both "
+                "a store and a load, a block's loads repeat a ticket, a ticket was never "
+                "issued, or a copy a reset left running has a wrong number of jobs")
         used = [*storing.values(), *ready.values(), *(o.slot for o in orphans)]
         free = [*self._free, *range(self._fresh, self._capacity)]
         if len(set(used)) != len(used) or set(used) & set(free) or len(set(free)) != len(free):
@@ -589,13 +645,6 @@ class OffloadManager:
                                      "pending events disagree with the READY set")
         evictable = ready.keys() - readers.keys()
         self._order.check({**storing, **ready}, evictable)
-
-    def _check_epoch(self, epoch: int | None) -> None:
-        """raises: UnknownEpoch"""
-        if epoch is not None and not 0 <= epoch <= self._epoch:
-            raise UnknownEpoch(
-                f"a completion may only name an epoch that has begun (0 .. {self._epoch}); "
-                f"got epoch={epoch}")
 
 
 def _distinct(keys: Iterable[Key]) -> tuple[Key, ...]:
