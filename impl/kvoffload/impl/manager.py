@@ -7,8 +7,8 @@ conformance suite comparing the two means something.
 
 Layout: one dict per phase (``_storing`` and ``_ready``, key to slot), the running
 jobs' tickets (``_store_jobs``: a STORING key's store ticket; ``_readers``: a READY
-key's running loads, oldest first), so each phase is explicit and lookups are a dict
-probe or two; the eviction order (:mod:`.lru` or :mod:`.arc`, an
+key's oldest running load, ``_more_loads`` its later ones), so each phase is explicit
+and lookups are a dict probe or two; the eviction order (:mod:`.lru` or :mod:`.arc`, an
 :class:`~.eviction.EvictionOrder`) holds the evictable keys; slots come from a fresh
 counter and a free list (as in vLLM, so that with the same calls both hand out the
 same slots); every accepted plan takes the next ticket of a per-manager counter (never
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import islice
+from itertools import islice, repeat
 from typing import TypeVar
 
 from kvoffload.spec.errors import (
@@ -49,6 +49,8 @@ _MISS, _PENDING, _HIT = LookupResult.MISS, LookupResult.PENDING, LookupResult.HI
 T = TypeVar("T")
 _NO_EVENTS = Events()
 _NONE: frozenset[Key] = frozenset()
+_NO_SLOTS = repeat(None)
+"""``pop``'s default for every key of a call (``map`` stops at the shorter argument)."""
 
 
 def policy_of(policy: str | Policy) -> Policy:
@@ -103,8 +105,8 @@ class OffloadManager:
     raises: BadCapacity, UnknownPolicy
     """
 
-    __slots__ = ("_capacity", "_epoch", "_free", "_fresh", "_load_orphans", "_next_ticket",
-                 "_order", "_policy", "_queue", "_readers", "_ready", "_removed",
+    __slots__ = ("_capacity", "_epoch", "_free", "_fresh", "_load_orphans", "_more_loads",
+                 "_next_ticket", "_order", "_policy", "_queue", "_readers", "_ready", "_removed",
                  "_store_jobs", "_store_orphans", "_stored", "_storing")
 
     def __init__(self, capacity: int, policy: str | Policy = "lru") -> None:
@@ -125,9 +127,12 @@ class OffloadManager:
         self._store_jobs: dict[Key, Ticket] = {}
         """Each STORING key's store ticket (the same keys as ``_storing``)."""
         self._ready: dict[Key, int] = {}
-        self._readers: dict[Key, list[Ticket]] = {}
-        """READY keys with at least one running load: its tickets, oldest first; a READY
+        self._readers: dict[Key, Ticket] = {}
+        """READY keys with at least one running load: the oldest load's ticket; a READY
         key not here is evictable."""
+        self._more_loads: dict[Key, list[Ticket]] = {}
+        """READY keys with more than one running load: the later loads' tickets, oldest
+        first (rare, so the usual key costs one int, not a list)."""
         self._fresh = 0
         """Slots ``fresh .. capacity - 1`` were never handed out since the last reset."""
         self._free: list[int] = []
@@ -192,11 +197,10 @@ class OffloadManager:
                 ticket = self._next_ticket
                 self._next_ticket = ticket + 1
                 readers = self._readers
-                loads = readers.get(key)
-                if loads is not None:
-                    loads.append(ticket)
+                if key in readers:
+                    self._more_loads.setdefault(key, []).append(ticket)
                 else:
-                    readers[key] = [ticket]
+                    readers[key] = ticket
                     queue = self._queue
                     if queue is None:
                         self._order.pinned((key,))
@@ -214,20 +218,24 @@ class OffloadManager:
                 f"{list(unreadable)!r}", keys=unreadable) from None
         ticket = self._next_ticket
         self._next_ticket = ticket + 1
-        readers, queue = self._readers, self._queue
-        first: list[Key] = []
-        for key in keys:
-            loads = readers.get(key)
-            if loads is None:
-                readers[key] = [ticket]
-                if queue is None:
-                    first.append(key)
+        readers = self._readers
+        first: Sequence[Key] = keys
+        if readers.keys().isdisjoint(keys):  # no key is being read yet: the usual case
+            readers.update(dict.fromkeys(keys, ticket))
+        else:
+            more, first = self._more_loads, []
+            for key in keys:
+                if key in readers:
+                    more.setdefault(key, []).append(ticket)
                 else:
-                    del queue[key]
-            else:
-                loads.append(ticket)
-        if first:
+                    readers[key] = ticket
+                    first.append(key)
+        queue = self._queue
+        if queue is None:
             self._order.pinned(first)
+        else:
+            for key in first:
+                del queue[key]
         return load_plan(keys, slots, self._epoch, ticket)
 
     def complete_load(self, keys: Iterable[Key], ticket: Ticket | None = None) -> Completion:
@@ -241,11 +249,11 @@ class OffloadManager:
 
         raises: UnmatchedCompleteLoad
         """
-        readers = self._readers
+        readers, more = self._readers, self._more_loads
         if isinstance(keys, (tuple, list)) and len(keys) == 1:
             key = keys[0]
-            loads = readers.get(key)
-            if loads is not None and len(loads) == 1 and (ticket is None or loads[0] == ticket):
+            first = readers.get(key)
+            if first is not None and (ticket is None or first == ticket) and key not in more:
                 del readers[key]  # decode's usual call: its only reader leaves
                 queue = self._queue
                 if queue is None:
@@ -256,67 +264,66 @@ class OffloadManager:
         keys = _distinct(keys)
         if ticket is not None:
             return self._complete_loads_of_job(keys, ticket)
-        running = list(map(readers.get, keys))
-        if None in running:
-            return self._complete_stale_loads(keys, running)
+        if not all(map(readers.__contains__, keys)):
+            return self._complete_stale_loads(keys)
         queue = self._queue
-        if queue is not None and all(len(loads) == 1 for loads in running):  # type: ignore[arg-type]  # None ruled out above
-            for key in keys:  # every key's last reader leaves (LRU): the usual case
+        if queue is None or (more and not more.keys().isdisjoint(keys)):
+            self._finish_loads(keys, None)
+        else:
+            for key in keys:  # each key's only reader leaves (LRU): the usual case
                 del readers[key]
                 queue[key] = None
-            return completion(keys, (), ())
-        self._finish_loads(keys, running)  # type: ignore[arg-type]  # None ruled out above
         return completion(keys, (), ())
 
-    def _finish_loads(self, keys: Sequence[Key], running: Sequence[list[Ticket]],
-                      ticket: Ticket | None = None) -> None:
-        """Load ``ticket`` (None: the oldest) of each key's READY block finishes; the
-        blocks whose last reader left become evictable. ``running[i]`` is ``keys[i]``'s
-        list of loads."""
-        readers, freed = self._readers, []
-        for key, loads in zip(keys, running, strict=True):
-            if len(loads) == 1:
+    def _finish_loads(self, keys: Sequence[Key], ticket: Ticket | None) -> None:
+        """Load ``ticket`` (None: the oldest) of each key's READY block finishes (each key
+        has it); the blocks whose last reader left become evictable."""
+        readers, more, freed = self._readers, self._more_loads, []
+        for key in keys:
+            later = more.get(key)
+            if later is None:
                 del readers[key]
                 freed.append(key)
-            elif ticket is None:
-                del loads[0]
+                continue
+            if ticket is None or readers[key] == ticket:  # the oldest load leaves
+                readers[key] = later.pop(0)
             else:
-                loads.remove(ticket)
+                later.remove(ticket)
+            if not later:
+                del more[key]
         if freed:
             self._order.evictable(freed)
 
-    def _complete_stale_loads(self, keys: tuple[Key, ...], running: list[list[Ticket] | None]
-                              ) -> Completion:
+    def _complete_stale_loads(self, keys: tuple[Key, ...]) -> Completion:
         """vLLM's form where some keys have no running load on a READY block: each must
         have a copy a reset left running (its oldest job finishes), else the call is
         rejected and nothing changes.
 
         raises: UnmatchedCompleteLoad
         """
-        orphans = self._load_orphans
-        stale = tuple(k for k, loads in zip(keys, running, strict=True) if loads is None)
+        readers, orphans = self._readers, self._load_orphans
+        stale = tuple(k for k in keys if k not in readers)
         unmatched = [k for k in stale if not orphans.has(k, None)]
         if unmatched:
             raise UnmatchedCompleteLoad(
                 f"complete_load needs a matching prepare_load; no load outstanding "
                 f"for {unmatched!r}", keys=tuple(unmatched))
-        live = [(k, loads) for k, loads in zip(keys, running, strict=True) if loads is not None]
-        self._finish_loads([k for k, _ in live], [loads for _, loads in live])
+        live = tuple(k for k in keys if k in readers)
+        self._finish_loads(live, None)
         self._release(orphans, stale, None)
-        return completion(tuple(k for k, _ in live), stale, ())
+        return completion(live, stale, ())
 
     def _complete_loads_of_job(self, keys: tuple[Key, ...], ticket: Ticket) -> Completion:
         """The ticket form of ``complete_load``: load ``ticket`` of each key, wherever it runs."""
-        readers = self._readers
-        applied, running, rest = [], [], []
+        readers, more = self._readers, self._more_loads
+        applied, rest = [], []
         for key in keys:
-            loads = readers.get(key)
-            if loads is not None and ticket in loads:
+            first = readers.get(key)
+            if first is not None and (first == ticket or ticket in more.get(key, ())):
                 applied.append(key)
-                running.append(loads)
             else:
                 rest.append(key)
-        self._finish_loads(applied, running, ticket)
+        self._finish_loads(applied, ticket)
         released, ignored = self._release(self._load_orphans, rest, ticket)
         return completion(tuple(applied), released, ignored)
 
@@ -356,6 +363,8 @@ class OffloadManager:
         if len(keys) == 1:
             key = keys[0]
             new = () if key in ready or key in storing else (key,)
+        elif ready.keys().isdisjoint(keys) and storing.keys().isdisjoint(keys):
+            new = tuple(dict.fromkeys(keys))  # every key is new: two passes in C
         else:
             new = tuple(dict.fromkeys([k for k in keys if k not in ready and k not in storing]))
         ticket = self._next_ticket
@@ -483,6 +492,13 @@ class OffloadManager:
                     queue[key] = None
                 return completion((key,), (), ())
         pop = storing.pop
+        if success and ticket is None and isinstance(keys, (tuple, list)):
+            slots = list(map(pop, keys, _NO_SLOTS))
+            if None not in slots:  # every key STORING, none twice: vLLM's usual call
+                return self._stores_done(keys, slots)  # type: ignore[arg-type]  # no None
+            for key, slot in zip(keys, slots, strict=True):  # put back; the loop below sorts out
+                if slot is not None:
+                    storing[key] = slot
         applied: list[Key] = []
         missed: list[Key] = []
         if success:
@@ -528,6 +544,31 @@ class OffloadManager:
             return completion(tuple(applied), released, ignored)
         return completion(tuple(applied), (), ())
 
+    def _stores_done(self, keys: tuple[Key, ...] | list[Key], slots: list[int]) -> Completion:
+        """vLLM's form of a successful ``complete_store`` whose keys were all STORING and
+        distinct (their slots already taken out of ``_storing``): each becomes READY."""
+        jobs = self._store_jobs
+        for key in keys:
+            del jobs[key]
+        self._ready.update(zip(keys, slots, strict=True))
+        removed = self._removed
+        if removed and not removed.isdisjoint(keys):
+            stored = self._stored
+            for key in keys:
+                if key in removed:  # reported removed since: back, no news
+                    removed.remove(key)
+                else:
+                    stored.add(key)
+        else:
+            self._stored.update(keys)
+        queue = self._queue
+        if queue is None:
+            self._order.evictable(keys)
+        else:
+            for key in keys:
+                queue[key] = None
+        return completion(tuple(keys), (), ())
+
     def reset_cache(self) -> int:
         """Drop every block and start a new epoch; returns the new epoch.
 
@@ -538,8 +579,8 @@ class OffloadManager:
         epoch, ready, jobs = self._epoch, self._ready, self._store_jobs
         for key, slot in self._storing.items():
             self._store_orphans.add(key, epoch, slot, [jobs[key]])
-        for key, loads in self._readers.items():
-            self._load_orphans.add(key, epoch, ready[key], loads)
+        for key, loads in self._loads().items():
+            self._load_orphans.add(key, epoch, ready[key], list(loads))
         stored = self._stored
         self._removed.update(k for k in ready if k not in stored)
         stored.clear()
@@ -547,6 +588,7 @@ class OffloadManager:
         jobs.clear()
         ready.clear()
         self._readers.clear()
+        self._more_loads.clear()
         self._order.cleared()
         self._epoch = epoch + 1
         if self._store_orphans or self._load_orphans:
@@ -594,7 +636,7 @@ class OffloadManager:
             epoch=self._epoch,
             storing=tuple(self._storing.items()),
             ready=tuple(self._ready.items()),
-            readers=tuple((k, len(loads)) for k, loads in self._readers.items()),
+            readers=tuple((k, len(loads)) for k, loads in self._loads().items()),
             fresh=self._fresh,
             free=tuple(self._free),
             store_orphans=self._store_orphans.view(),
@@ -603,9 +645,14 @@ class OffloadManager:
             removed=frozenset(self._removed),
             order=self._order.view(),
             store_jobs=tuple(self._store_jobs.items()),
-            loads=tuple((k, tuple(loads)) for k, loads in self._readers.items()),
+            loads=tuple(self._loads().items()),
             next_ticket=self._next_ticket,
         )
+
+    def _loads(self) -> dict[Key, tuple[Ticket, ...]]:
+        """Each READY key with readers: its running loads' tickets, oldest first."""
+        more = self._more_loads
+        return {k: (first, *more.get(k, ())) for k, first in self._readers.items()}
 
     def check(self) -> None:
         """Raise :class:`InvariantViolation` if the bookkeeping is inconsistent (O(size)).
@@ -615,13 +662,16 @@ class OffloadManager:
         storing, ready, readers = self._storing, self._ready, self._readers
         if storing.keys() & ready.keys():
             raise InvariantViolation("phases_are_live", "a key is both STORING and READY")
-        if not readers.keys() <= ready.keys() or any(not loads for loads in readers.values()):
+        more = self._more_loads
+        if not readers.keys() <= ready.keys() or not more.keys() <= readers.keys() or any(
+                not later for later in more.values()):
             raise InvariantViolation("readers_only_on_ready_blocks",
-                                     "a reader list is on a block that is not READY, or empty")
+                                     "a load runs on a block that is not READY, or a list "
+                                     "of later loads is empty")
         store_orphans, load_orphans = self._store_orphans.view(), self._load_orphans.view()
         orphans = (*store_orphans, *load_orphans)
         stores = {*self._store_jobs.values(), *(t for o in store_orphans for t in o.tickets)}
-        loads = [(*running,) for running in readers.values()] + [o.tickets for o in load_orphans]
+        loads = [*self._loads().values(), *(o.tickets for o in load_orphans)]
         load_tickets = {t for running in loads for t in running}
         if (self._store_jobs.keys() != storing.keys() or stores & load_tickets
                 or any(len(set(running)) != len(running) for running in loads)
