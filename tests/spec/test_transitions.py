@@ -13,6 +13,7 @@ from kvoffload.spec import (
     Events,
     LoadPlan,
     LookupResult,
+    MisuseError,
     NotReadable,
     Phase,
     Policy,
@@ -239,8 +240,10 @@ def test_prepare_store_refuses_choices_outside_the_rules(
     victims: list[str] | None, slots: list[int] | None
 ) -> None:
     state = ready(3, "a", "b", "c")
-    with pytest.raises(ChoiceNotAllowed):
+    with pytest.raises(ChoiceNotAllowed) as caught:
         prepare_store(state, ["d"], victims=victims, slots=slots)
+    assert caught.value.code == "choice-not-allowed"
+    assert not isinstance(caught.value, MisuseError)  # its own family: the target's finding
 
 
 # --- complete_store ---

@@ -28,7 +28,7 @@ from .errors import (
 from .invariants import INVARIANTS, broken_invariants, check_invariants, is_quiescent
 from .outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
 from .recency import ArcLists, LruOrder
-from .state import Block, CacheState, Orphan, initial_state
+from .state import Block, CacheState, Orphan, initial_state, renumbered
 from .transitions import (
     complete_load,
     complete_store,
@@ -49,6 +49,6 @@ __all__ = [
     "MalformedCall", "MisuseError", "NotReadable", "Op", "Orphan", "Output", "Phase", "Policy",
     "StorePlan", "StoreRejected", "Ticket", "UnmatchedCompleteLoad", "apply", "broken_invariants",
     "check_invariants", "complete_load", "complete_store", "excluded_by", "initial_state",
-    "is_quiescent", "lookup", "prepare_load", "prepare_store", "replay", "reset_cache", "send",
-    "take_events", "touch", "unique",
+    "is_quiescent", "lookup", "prepare_load", "prepare_store", "renumbered", "replay",
+    "reset_cache", "send", "take_events", "touch", "unique",
 ]

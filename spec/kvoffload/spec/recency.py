@@ -80,8 +80,8 @@ class LruOrder:
 
 @dataclass(frozen=True)
 class ArcLists:
-    """Megiddo and Modha's ARC (FAST 2003, Fig. 4), adapted to blocks that cannot always
-    be evicted.
+    """Megiddo and Modha's ARC (FAST 2003), adapted to blocks that cannot always be
+    evicted.
 
     ``t1`` holds live keys used once, ``t2`` live keys used again (each least recent
     first); ``b1`` / ``b2`` are ghosts of keys evicted from them; ``p`` is the target
@@ -106,8 +106,11 @@ class ArcLists:
        (``b1`` once ``b2`` is empty) while ``|t1| + |t2| + |b1| + |b2| > 2c``. This is
        the paper's case IV deletions, done after the insertion instead of before.
 
-    With a single full list and no pins this is the paper's REPLACE exactly; the
-    adaptation only acts when a preferred list's keys are all pinned or STORING. Uses:
+    With no block pinned or STORING, and a hit of the paper being a ``touch``, this is
+    the paper's algorithm (which never has a free slot once warm; the spec's slots free
+    up on failed stores and resets, and then no eviction is needed). The adaptation acts
+    only when the preferred list's keys are all pinned, STORING or named in the call.
+    Uses:
     ``touch`` of a READY key moves it to the most-recent end of ``t2``; a STORING key in
     ``t1`` stays in ``t1``, moved to its most-recent end. As under LRU, a block that
     becomes evictable (its store completes, its last reader leaves) moves to the

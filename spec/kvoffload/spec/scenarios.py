@@ -211,4 +211,21 @@ SCENARIOS: tuple[Scenario, ...] = (
         _s(CS, "b", expect=Completion(applied=("b",))),
         _s(PS, "d", expect=StorePlan(("d",), (0,), ("b",), 0, 3)),
     ), policy=Policy.ARC),
+    Scenario("arc-replace-b2-tie", "ARC as published (issue 10 D): a new key found in b2 "
+             "while |t1| == p evicts from t1; here t2's least recent block is still "
+             "STORING, and the victim is t1's, not t2's next", 3, (
+        _s(PS, "c", expect=StorePlan(("c",), (0,), (), 0, 0)),
+        _s(CS, "c", expect=Completion(applied=("c",))),
+        _s(PS, "f", expect=StorePlan(("f",), (1,), (), 0, 1)),
+        _s(CS, "f", expect=Completion(applied=("f",))),
+        _s(PS, "a", expect=StorePlan(("a",), (2,), (), 0, 2)),
+        _s(T, "c", expect=None),
+        _s(PS, "d", expect=StorePlan(("d",), (1,), ("f",), 0, 3)),
+        _s(CS, "d", expect=Completion(applied=("d",))),
+        _s(PS, "f", expect=StorePlan(("f",), (1,), ("d",), 0, 4)),
+        _s(PS, "d", expect=StorePlan(("d",), (0,), ("c",), 0, 5)),
+        _s(CS, "f", expect=Completion(applied=("f",))),
+        _s(CS, "a", expect=Completion(applied=("a",))),
+        _s(PS, "c", expect=StorePlan(("c",), (2,), ("a",), 0, 6)),
+    ), policy=Policy.ARC),
 )

@@ -12,7 +12,7 @@ two equal states answer every question the same way.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any
@@ -121,6 +121,34 @@ class CacheState:
         """The copy of ``key`` and ``kind`` a reset left running that job ``ticket`` owns."""
         return next((o for o in self.orphans
                      if o.key == key and o.kind is kind and ticket in o.tickets), None)
+
+
+def renumbered(
+    state: CacheState, held: tuple[Ticket, ...] = ()
+) -> tuple[CacheState, dict[Ticket, Ticket]]:
+    """``state`` with its tickets renumbered ``0, 1, ...`` in a canonical order, and the map.
+
+    Transitions compare tickets only for equality, so renaming them by a bijection changes
+    no answer (D7, D11): a bounded search keeps one state per renaming class. The order
+    is the holders' slots (unique by ``no_shared_slots``), each holder's tickets in its
+    own order; ``held`` names tickets the environment keeps besides (a finished job's,
+    to report late), numbered after the state's. ``next_ticket`` becomes the next unused
+    number. Two states that differ only in their tickets' numbers renumber equal.
+    """
+    holders: list[tuple[int, tuple[Ticket, ...]]] = [
+        (b.slot, (() if b.ticket is None else (b.ticket,)) + b.loads) for b in state.blocks]
+    holders += [(o.slot, o.tickets) for o in state.orphans]
+    names: dict[Ticket, Ticket] = {}
+    for _, tickets in sorted(holders, key=lambda holder: holder[0]):
+        for ticket in tickets:
+            names.setdefault(ticket, len(names))
+    for ticket in held:
+        names.setdefault(ticket, len(names))
+    blocks = frozenset(Block(b.key, b.phase, b.slot, None if b.ticket is None else names[b.ticket],
+                             tuple(names[t] for t in b.loads)) for b in state.blocks)
+    orphans = frozenset(Orphan(o.key, o.kind, o.epoch, o.slot, tuple(names[t] for t in o.tickets))
+                        for o in state.orphans)
+    return replace(state, blocks=blocks, orphans=orphans, next_ticket=len(names)), names
 
 
 def initial_state(capacity: int, policy: Policy = Policy.LRU) -> CacheState:

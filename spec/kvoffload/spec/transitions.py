@@ -15,6 +15,7 @@ from types import MappingProxyType
 from .errors import ChoiceNotAllowed, NotReadable, UnmatchedCompleteLoad
 from .invariants import broken_invariants  # noqa: F401 - named by the contracts (pre:)
 from .outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
+from .recency import ArcLists, LruOrder
 from .state import Block, CacheState, Orphan
 from .vocabulary import CopyKind, Key, LookupResult, Phase, Ticket, unique
 
@@ -133,22 +134,14 @@ def prepare_store(
     if needed > len(candidates):
         return state, StoreRejected(needed=len(new_keys), available=free + len(candidates))
     _check_victims(candidates, needed, victims)
-    recency, evicted = state.recency, list[Key]()
-    for number, key in enumerate(new_keys):
-        recency = recency.adapted(key)
-        if number >= free:
-            victim = victims[len(evicted)] if victims is not None else recency.victim(
-                candidates - frozenset(evicted), key)
-            recency = recency.evicted(victim)
-            evicted.append(victim)
-        recency = recency.inserted(key)
+    recency, evicted = _requests(state.recency, new_keys, free, candidates, victims)
     blocks = state.blocks - frozenset(state.table[k] for k in evicted)
     chosen = _choose_slots(replace(state, blocks=blocks), len(new_keys), slots)
     ticket = state.next_ticket
     stored = frozenset(Block(k, Phase.STORING, s, ticket)
                        for k, s in zip(new_keys, chosen, strict=True))
     new = replace(state, blocks=blocks | stored, recency=recency, next_ticket=ticket + 1)
-    return new, StorePlan(new_keys, chosen, tuple(evicted), state.epoch, ticket)
+    return new, StorePlan(new_keys, chosen, evicted, state.epoch, ticket)
 
 
 def complete_store(
@@ -285,6 +278,25 @@ def _finishing(
             if found.count > 1:
                 orphans = orphans | {replace(found, tickets=_without(found.tickets, ticket))}
     return orphans
+
+
+def _requests(
+    recency: LruOrder | ArcLists, new_keys: tuple[Key, ...], free: int,
+    candidates: frozenset[Key], chosen: Sequence[Key] | None,
+) -> tuple[LruOrder | ArcLists, tuple[Key, ...]]:
+    """Each new key as one request of the policy, in call order: adapt, evict if none of
+    the ``free`` slots is left for it (the caller's ``chosen`` victims in order, else the
+    policy's), insert (D10). Returns the recency model and the victims."""
+    victims: list[Key] = []
+    for number, key in enumerate(new_keys):
+        recency = recency.adapted(key)
+        if number >= free:
+            victim = chosen[len(victims)] if chosen is not None else recency.victim(
+                candidates - frozenset(victims), key)
+            recency = recency.evicted(victim)
+            victims.append(victim)
+        recency = recency.inserted(key)
+    return recency, tuple(victims)
 
 
 def _check_victims(candidates: frozenset[Key], count: int, chosen: Sequence[Key] | None) -> None:
