@@ -495,7 +495,7 @@ class OffloadManager:
         if success and ticket is None and isinstance(keys, (tuple, list)):
             slots = list(map(pop, keys, _NO_SLOTS))
             if None not in slots:  # every key STORING, none twice: vLLM's usual call
-                return self._stores_done(keys, slots)  # type: ignore[arg-type]  # no None
+                return self._stores_done(keys, slots)  # type: ignore[arg-type]  # None ruled out
             for key, slot in zip(keys, slots, strict=True):  # put back; the loop below sorts out
                 if slot is not None:
                     storing[key] = slot

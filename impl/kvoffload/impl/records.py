@@ -24,7 +24,7 @@ R = TypeVar("R")
 
 def quick_constructor(cls: type[R]) -> Callable[..., R]:
     """A positional constructor for dataclass ``cls`` equivalent to ``cls(*fields)``."""
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]  # a dataclass; R cannot say so
     if ("__slots__" in vars(cls) or hasattr(cls, "__post_init__")
             or not all(f.init for f in fields)):
         return cls
