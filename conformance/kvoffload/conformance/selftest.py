@@ -61,6 +61,7 @@ CATALOGUE: tuple[Entry, ...] = (
     _v("FailedStoreStaysVisible"),
     _v("FailedStoreDropsReadyBlock"),
     _v("StaleCompletionMarksReady"),
+    _v("IgnoresTicket"),
     _v("PrepareLoadDoublePins"),
     _v("LoadOfStoringMarksReady"),
     _v("MisuseNotAtomic"),
