@@ -102,10 +102,10 @@ def summary_text(result: CheckResult) -> str:
     failed = {f.violation.prop: f for f in result.failures}
     rows = []
     for prop in PROPERTIES:
-        if prop in result.not_checked:
-            status = f"not checked: {result.not_checked[prop]}"
-        elif prop in failed:
+        if prop in failed:  # a legal call rejected fails 'misuse' even under no-misuse
             status = "FAILED" + _flaky_note(failed[prop])
+        elif prop in result.not_checked:
+            status = f"not checked: {result.not_checked[prop]}"
         elif result.verdict == "fails" and result.config.stop_at_first:
             status = "held until the first failure (--stop-at-first)"
         elif result.verdict == "error":
