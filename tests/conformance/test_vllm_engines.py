@@ -66,5 +66,5 @@ def test_the_vllm_matrix(version: str, profile: Profile, dropped: str | None,
                          expected: str, pytestconfig: pytest.Config) -> None:
     target = vllm_target(pytestconfig, version)
     result = run_check(target, vllm_config(profile, dropped))
-    found = result.violation.prop if result.violation is not None else result.verdict
-    assert found == expected, result.violation
+    found = {v.prop for v in result.violations} or {result.verdict}
+    assert expected in found, result.violations  # a run reports every distinct failure
