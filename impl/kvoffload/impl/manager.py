@@ -607,8 +607,8 @@ class OffloadManager:
         scheduler makes its workers flush the jobs in flight at a reset and drops
         their completions, so those completions never reach the manager; without this
         call their slots would stay held for good. After it, a late completion of such
-        a copy finds nothing: ignored for a store, ``UnmatchedCompleteLoad`` for a
-        load. Returns the slots freed.
+        a copy finds nothing: ignored, except a load in vLLM's form
+        (``UnmatchedCompleteLoad``). Returns the slots freed.
         """
         freed = tuple(sorted(self._store_orphans.slots() | self._load_orphans.slots(),
                              reverse=True))
