@@ -207,7 +207,9 @@ class OffloadManager:
                     else:
                         del queue[key]
                 return load_plan((key,), (slot,), self._epoch, ticket)
-        keys = tuple(dict.fromkeys(keys))
+        ticket = self._next_ticket
+        pins = dict.fromkeys(keys, ticket)  # deduplicates: first occurrence first
+        keys = tuple(pins)
         ready = self._ready
         try:
             slots = tuple(map(ready.__getitem__, keys))
@@ -216,12 +218,11 @@ class OffloadManager:
             raise NotReadable(
                 f"only READY blocks can be loaded; absent or still being stored: "
                 f"{list(unreadable)!r}", keys=unreadable) from None
-        ticket = self._next_ticket
         self._next_ticket = ticket + 1
         readers = self._readers
         first: Sequence[Key] = keys
         if readers.keys().isdisjoint(keys):  # no key is being read yet: the usual case
-            readers.update(dict.fromkeys(keys, ticket))
+            readers.update(pins)
         else:
             more, first = self._more_loads, []
             for key in keys:
@@ -360,11 +361,13 @@ class OffloadManager:
             keys = tuple(keys)
         ready, storing = self._ready, self._storing
         new: tuple[Key, ...]
+        jobs_of_new: dict[Key, Ticket] | None = None
         if len(keys) == 1:
             key = keys[0]
             new = () if key in ready or key in storing else (key,)
         elif ready.keys().isdisjoint(keys) and storing.keys().isdisjoint(keys):
-            new = tuple(dict.fromkeys(keys))  # every key is new: two passes in C
+            jobs_of_new = dict.fromkeys(keys, self._next_ticket)  # all new: passes in C
+            new = tuple(jobs_of_new)
         else:
             new = tuple(dict.fromkeys([k for k in keys if k not in ready and k not in storing]))
         ticket = self._next_ticket
@@ -415,7 +418,8 @@ class OffloadManager:
             self._store_jobs[new[0]] = ticket
         else:
             storing.update(zip(new, slots, strict=True))
-            self._store_jobs.update(dict.fromkeys(new, ticket))
+            self._store_jobs.update(dict.fromkeys(new, ticket) if jobs_of_new is None
+                                    else jobs_of_new)
         return store_plan(new, slots, victims, self._epoch, ticket)
 
     def _evict(self, keys: Sequence[Key], new: tuple[Key, ...], needed: int, free: int
@@ -547,9 +551,15 @@ class OffloadManager:
     def _stores_done(self, keys: tuple[Key, ...] | list[Key], slots: list[int]) -> Completion:
         """vLLM's form of a successful ``complete_store`` whose keys were all STORING and
         distinct (their slots already taken out of ``_storing``): each becomes READY."""
-        jobs = self._store_jobs
-        for key in keys:
-            del jobs[key]
+        jobs, queue = self._store_jobs, self._queue
+        if queue is None:
+            for key in keys:
+                del jobs[key]
+            self._order.evictable(keys)
+        else:
+            for key in keys:
+                del jobs[key]
+                queue[key] = None
         self._ready.update(zip(keys, slots, strict=True))
         removed = self._removed
         if removed and not removed.isdisjoint(keys):
@@ -561,12 +571,6 @@ class OffloadManager:
                     stored.add(key)
         else:
             self._stored.update(keys)
-        queue = self._queue
-        if queue is None:
-            self._order.evictable(keys)
-        else:
-            for key in keys:
-                queue[key] = None
         return completion(tuple(keys), (), ())
 
     def reset_cache(self) -> int:
