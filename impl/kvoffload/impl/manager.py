@@ -632,6 +632,14 @@ class OffloadManager:
         removed.clear()
         return taken
 
+    def _use_order(self, order: EvictionOrder) -> None:
+        """Replace the (empty, fresh) eviction order, as seeded-bug variants do: from then
+        on the manager tells ``order`` every change through its methods, and updates no
+        LRU queue in place. Replacing ``_order`` alone would leave the hot paths
+        updating the old order's queue."""
+        self._order = order
+        self._queue = None
+
     # --- inspection --------------------------------------------------------------
 
     def view(self) -> ManagerView:
