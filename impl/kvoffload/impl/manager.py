@@ -24,6 +24,7 @@ it was.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice, repeat
@@ -105,20 +106,20 @@ class OffloadManager:
     raises: BadCapacity, UnknownPolicy
     """
 
-    __slots__ = ("_capacity", "_epoch", "_free", "_fresh", "_load_orphans", "_more_loads",
-                 "_next_ticket", "_order", "_policy", "_queue", "_readers", "_ready", "_removed",
-                 "_store_jobs", "_store_orphans", "_stored", "_storing")
+    __slots__ = ("_capacity", "_epoch", "_eviction", "_free", "_fresh", "_load_orphans",
+                 "_more_loads", "_next_ticket", "_policy", "_queue", "_readers", "_ready",
+                 "_removed", "_store_jobs", "_store_orphans", "_stored", "_storing")
 
     def __init__(self, capacity: int, policy: str | Policy = "lru") -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise BadCapacity(f"a tier needs an int number of slots, at least one; "
                               f"got capacity={capacity!r}")
         self._policy = policy_of(policy)
-        lru = LruEviction() if self._policy is Policy.LRU else None
-        self._order: EvictionOrder = lru if lru is not None else ArcEviction(capacity)
-        self._queue = lru.queue if lru is not None else None
+        self._queue: OrderedDict[Key, None] | None = None
         """LRU's queue, which the hot paths update in place (one dict operation per key,
-        no method call); None for ARC, which is told through its methods."""
+        no method call); None for any other order, which is told through its methods."""
+        self._eviction: EvictionOrder
+        self._order = LruEviction() if self._policy is Policy.LRU else ArcEviction(capacity)
         self._capacity = capacity
         self._epoch = 0
         self._next_ticket: Ticket = 0
@@ -632,13 +633,17 @@ class OffloadManager:
         removed.clear()
         return taken
 
-    def _use_order(self, order: EvictionOrder) -> None:
-        """Replace the (empty, fresh) eviction order, as seeded-bug variants do: from then
-        on the manager tells ``order`` every change through its methods, and updates no
-        LRU queue in place. Replacing ``_order`` alone would leave the hot paths
-        updating the old order's queue."""
-        self._order = order
-        self._queue = None
+    @property
+    def _order(self) -> EvictionOrder:
+        """The eviction order. Assigning a fresh one (seeded-bug variants do) also decides
+        how the manager tells it: the plain :class:`LruEviction` has its queue updated in
+        place; any other order, a subclass of it included, through its methods."""
+        return self._eviction
+
+    @_order.setter
+    def _order(self, order: EvictionOrder) -> None:
+        self._eviction = order
+        self._queue = order.queue if type(order) is LruEviction else None
 
     # --- inspection --------------------------------------------------------------
 
