@@ -8,7 +8,10 @@ tensor -> host pool) and loads (back), with three slot patterns:
   blocks;
 * ``both``: random on both sides.
 
-Two ways are timed per cell: ``copy`` plans and runs each batch's copy on the calling
+Three ways are timed per cell: ``plain`` is one torch ``copy_`` per batch of the same
+bytes between consecutive rows of the same regions, with no plan (the most any block
+copier can get from torch for that batch: the method's ceiling, not the code's);
+``copy`` plans and runs each batch's copy on the calling
 thread (what an engine's worker does per job: :class:`BlockCopy`), ``engine`` goes
 through a :class:`ThreadedEngine` (submit, the worker copies, wait, poll), so its
 ratio includes validation, the guard and the hand-off between threads: a round
@@ -69,6 +72,9 @@ class Cell:
     pattern: str
     copy_ratio: float
     engine_ratio: float
+    plain_ratio: float = 0.0
+    copy_of_plain: float = 0.0
+    """The median of per-round ``copy`` / ``plain`` time ratios (1.0: the code adds nothing)."""
 
 
 def median_time(action: Callable[[], None], rounds: int) -> float:
@@ -136,16 +142,24 @@ def measure_block_size(nbytes: int, rounds: int, reference: Reference) -> list[C
                                    region_rows)
                     through = _drained(engine, _rounds(
                         partial(_through_engine, engine, direction), plan, region_rows))
+                    plain = _plain_rounds(direction, pool.rows, device_rows, batch,
+                                          len(plan["pool"]), region_rows)
                     copy()  # warm-up: first-call costs
                     through()
-                    copy_ratios, engine_ratios = [], []
+                    plain()
+                    copy_ratios, engine_ratios, plain_ratios, of_plain = [], [], [], []
                     for _ in range(rounds):
                         gib_s = reference.time()
-                        copy_ratios.append(gib_s / timed(copy) * moved / GIB)
+                        copy_s, plain_s = timed(copy), timed(plain)
+                        copy_ratios.append(gib_s / copy_s * moved / GIB)
                         engine_ratios.append(gib_s / timed(through) * moved / GIB)
+                        plain_ratios.append(gib_s / plain_s * moved / GIB)
+                        of_plain.append(plain_s / copy_s)
                     cells.append(Cell(nbytes // KIB, batch, direction, pattern,
                                       statistics.median(copy_ratios),
-                                      statistics.median(engine_ratios)))
+                                      statistics.median(engine_ratios),
+                                      statistics.median(plain_ratios),
+                                      statistics.median(of_plain)))
     finally:
         engine.close()
     return cells
@@ -166,6 +180,27 @@ def _rounds(move: Callable[[list[int], list[int]], None], plan: dict[str, list[l
         state["region"] ^= 1
         for pool_ids, device_ids in shifted[region]:
             move(pool_ids, device_ids)
+
+    return one_round
+
+
+def _plain_rounds(direction: str, pool: Rows, device: Rows, batch: int, count: int,
+                  region_rows: int) -> Callable[[], None]:
+    """One round of ``plain``: ``count`` torch copies of ``batch`` consecutive rows each,
+    in the other region than the last round (the same bytes and calls as a cell's round)."""
+    views = [[(pool.tensor[start:start + batch], device.tensor[start:start + batch])
+              for start in range(r * region_rows, r * region_rows + count * batch, batch)]
+             for r in (0, 1)]
+    state = {"region": 0}
+
+    def one_round() -> None:
+        region = state["region"]
+        state["region"] ^= 1
+        for host, dev in views[region]:
+            if direction == "store":
+                host.copy_(dev)
+            else:
+                dev.copy_(host)
 
     return one_round
 
@@ -266,11 +301,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# 1 GiB torch copy: median {statistics.median(speeds):.2f} GB/s over "
           f"{len(speeds)} copies (min {speeds[0]:.2f}, max {speeds[-1]:.2f}); each ratio is "
           "the median of per-round ratios to the copy timed just before the round")
-    print("| block | batch | direction | pattern | copy | engine |")
-    print("| ---: | ---: | --- | --- | ---: | ---: |")
+    print("| block | batch | direction | pattern | plain | copy | engine | copy of plain |")
+    print("| ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |")
     for cell in cells:
         print(f"| {cell.block_kib} KiB | {cell.batch} | {cell.direction} | {cell.pattern} | "
-              f"{cell.copy_ratio:.2f} | {cell.engine_ratio:.2f} |")
+              f"{cell.plain_ratio:.2f} | {cell.copy_ratio:.2f} | {cell.engine_ratio:.2f} | "
+              f"{cell.copy_of_plain:.2f} |")
     cuda: list[dict[str, object]] = []
     if torch.cuda.is_available():
         cuda = cuda_cells(args.rounds)

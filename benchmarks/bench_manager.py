@@ -208,7 +208,7 @@ def pinned_runs(releases: dict[str, VllmRelease], pinned: int, evictable: int,
                 rounds: int) -> None:
     print(f"\nEviction with {pinned:,} unevictable blocks against none "
           f"({evictable:,} evictable; one store evicting one block, then its completion; "
-          f"CPU ns per round, cheapest 100-round batch, garbage collector paused)")
+          f"CPU ns per round, median 100-round batch, garbage collector paused)")
     print(f"  {'manager':34s}" + "".join(f"{mode:>12s}" for mode in MODES)
           + "  pinned/none  in flight/none")
     rows: list[tuple[str, Callable[[str], float]]] = []

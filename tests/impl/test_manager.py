@@ -5,14 +5,17 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from collections.abc import Container
 
 import pytest
 
 from kvoffload.impl import OffloadManager, UnknownPolicy, policy_of
+from kvoffload.impl.lru import LruEviction
 from kvoffload.spec import (
     BadCapacity,
     Completion,
     Events,
+    Key,
     LoadPlan,
     LookupResult,
     MisuseError,
@@ -295,3 +298,22 @@ def test_forget_running_copies_frees_the_slots_a_reset_held() -> None:
     plan = manager.prepare_store(["x", "y"])
     assert isinstance(plan, StorePlan)
     assert sorted(plan.slots) == [0, 1]
+
+
+def test_an_order_assigned_later_is_told_everything_through_its_methods() -> None:
+    class MostRecentFirst(LruEviction):
+        def evict(self, count: int, protected: Container[Key]) -> list[Key]:
+            victims = [k for k in reversed(self.queue) if k not in protected][:count]
+            for key in victims:
+                del self.queue[key]
+            return victims
+
+    manager = OffloadManager(2)
+    manager._order = MostRecentFirst()  # as conformance/mutants.py does
+    for key in "ab":
+        manager.complete_store([key], ticket=manager.prepare_store([key]).ticket)  # type: ignore[union-attr]  # no rejection with a free slot
+    manager.complete_load(["a"], ticket=manager.prepare_load(["a"]).ticket)
+    plan = manager.prepare_store(["c"])
+    assert isinstance(plan, StorePlan)
+    assert plan.evicted == ("a",)  # the most recently used, as the swapped-in order says
+    manager.check()

@@ -24,6 +24,7 @@ it was.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice, repeat
@@ -105,20 +106,20 @@ class OffloadManager:
     raises: BadCapacity, UnknownPolicy
     """
 
-    __slots__ = ("_capacity", "_epoch", "_free", "_fresh", "_load_orphans", "_more_loads",
-                 "_next_ticket", "_order", "_policy", "_queue", "_readers", "_ready", "_removed",
-                 "_store_jobs", "_store_orphans", "_stored", "_storing")
+    __slots__ = ("_capacity", "_epoch", "_eviction", "_free", "_fresh", "_load_orphans",
+                 "_more_loads", "_next_ticket", "_policy", "_queue", "_readers", "_ready",
+                 "_removed", "_store_jobs", "_store_orphans", "_stored", "_storing")
 
     def __init__(self, capacity: int, policy: str | Policy = "lru") -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise BadCapacity(f"a tier needs an int number of slots, at least one; "
                               f"got capacity={capacity!r}")
         self._policy = policy_of(policy)
-        lru = LruEviction() if self._policy is Policy.LRU else None
-        self._order: EvictionOrder = lru if lru is not None else ArcEviction(capacity)
-        self._queue = lru.queue if lru is not None else None
+        self._queue: OrderedDict[Key, None] | None = None
         """LRU's queue, which the hot paths update in place (one dict operation per key,
-        no method call); None for ARC, which is told through its methods."""
+        no method call); None for any other order, which is told through its methods."""
+        self._eviction: EvictionOrder
+        self._order = LruEviction() if self._policy is Policy.LRU else ArcEviction(capacity)
         self._capacity = capacity
         self._epoch = 0
         self._next_ticket: Ticket = 0
@@ -207,7 +208,9 @@ class OffloadManager:
                     else:
                         del queue[key]
                 return load_plan((key,), (slot,), self._epoch, ticket)
-        keys = tuple(dict.fromkeys(keys))
+        ticket = self._next_ticket
+        pins = dict.fromkeys(keys, ticket)  # deduplicates: first occurrence first
+        keys = tuple(pins)
         ready = self._ready
         try:
             slots = tuple(map(ready.__getitem__, keys))
@@ -216,12 +219,11 @@ class OffloadManager:
             raise NotReadable(
                 f"only READY blocks can be loaded; absent or still being stored: "
                 f"{list(unreadable)!r}", keys=unreadable) from None
-        ticket = self._next_ticket
         self._next_ticket = ticket + 1
         readers = self._readers
         first: Sequence[Key] = keys
         if readers.keys().isdisjoint(keys):  # no key is being read yet: the usual case
-            readers.update(dict.fromkeys(keys, ticket))
+            readers.update(pins)
         else:
             more, first = self._more_loads, []
             for key in keys:
@@ -360,11 +362,13 @@ class OffloadManager:
             keys = tuple(keys)
         ready, storing = self._ready, self._storing
         new: tuple[Key, ...]
+        jobs_of_new: dict[Key, Ticket] | None = None
         if len(keys) == 1:
             key = keys[0]
             new = () if key in ready or key in storing else (key,)
         elif ready.keys().isdisjoint(keys) and storing.keys().isdisjoint(keys):
-            new = tuple(dict.fromkeys(keys))  # every key is new: two passes in C
+            jobs_of_new = dict.fromkeys(keys, self._next_ticket)  # all new: passes in C
+            new = tuple(jobs_of_new)
         else:
             new = tuple(dict.fromkeys([k for k in keys if k not in ready and k not in storing]))
         ticket = self._next_ticket
@@ -415,7 +419,8 @@ class OffloadManager:
             self._store_jobs[new[0]] = ticket
         else:
             storing.update(zip(new, slots, strict=True))
-            self._store_jobs.update(dict.fromkeys(new, ticket))
+            self._store_jobs.update(dict.fromkeys(new, ticket) if jobs_of_new is None
+                                    else jobs_of_new)
         return store_plan(new, slots, victims, self._epoch, ticket)
 
     def _evict(self, keys: Sequence[Key], new: tuple[Key, ...], needed: int, free: int
@@ -547,9 +552,15 @@ class OffloadManager:
     def _stores_done(self, keys: tuple[Key, ...] | list[Key], slots: list[int]) -> Completion:
         """vLLM's form of a successful ``complete_store`` whose keys were all STORING and
         distinct (their slots already taken out of ``_storing``): each becomes READY."""
-        jobs = self._store_jobs
-        for key in keys:
-            del jobs[key]
+        jobs, queue = self._store_jobs, self._queue
+        if queue is None:
+            for key in keys:
+                del jobs[key]
+            self._order.evictable(keys)
+        else:
+            for key in keys:
+                del jobs[key]
+                queue[key] = None
         self._ready.update(zip(keys, slots, strict=True))
         removed = self._removed
         if removed and not removed.isdisjoint(keys):
@@ -561,12 +572,6 @@ class OffloadManager:
                     stored.add(key)
         else:
             self._stored.update(keys)
-        queue = self._queue
-        if queue is None:
-            self._order.evictable(keys)
-        else:
-            for key in keys:
-                queue[key] = None
         return completion(tuple(keys), (), ())
 
     def reset_cache(self) -> int:
@@ -607,8 +612,8 @@ class OffloadManager:
         scheduler makes its workers flush the jobs in flight at a reset and drops
         their completions, so those completions never reach the manager; without this
         call their slots would stay held for good. After it, a late completion of such
-        a copy finds nothing: ignored for a store, ``UnmatchedCompleteLoad`` for a
-        load. Returns the slots freed.
+        a copy finds nothing: ignored, except a load in vLLM's form
+        (``UnmatchedCompleteLoad``). Returns the slots freed.
         """
         freed = tuple(sorted(self._store_orphans.slots() | self._load_orphans.slots(),
                              reverse=True))
@@ -627,6 +632,18 @@ class OffloadManager:
         stored.clear()
         removed.clear()
         return taken
+
+    @property
+    def _order(self) -> EvictionOrder:
+        """The eviction order. Assigning a fresh one (seeded-bug variants do) also decides
+        how the manager tells it: the plain :class:`LruEviction` has its queue updated in
+        place; any other order, a subclass of it included, through its methods."""
+        return self._eviction
+
+    @_order.setter
+    def _order(self, order: EvictionOrder) -> None:
+        self._eviction = order
+        self._queue = order.queue if type(order) is LruEviction else None
 
     # --- inspection --------------------------------------------------------------
 
