@@ -161,12 +161,33 @@ def test_only_blocks_that_became_ready_make_a_stored_event() -> None:
     assert [(e.keys, e.removed) for e in vllm.take_events()] == [([b"a"], False)]
 
 
-def test_events_pending_at_a_reset_are_kept_and_the_reset_adds_none() -> None:
+def test_a_reset_announces_the_ready_blocks_it_drops_after_the_pending_events() -> None:
+    vllm = make(3, enable_events=True)
+    vllm.prepare_store([b"a", b"b", b"c"], None)
+    vllm.complete_store([b"a", b"b"], None)
+    assert [(e.keys, e.removed) for e in vllm.take_events()] == [([b"a", b"b"], False)]
+    vllm.prepare_load([b"a"], None)
+    vllm.complete_store([b"c"], None)
+    vllm.reset_cache()  # c's stored event first, then one removal: a, b, c (c is READY)
+    events = [(sorted(e.keys), e.removed) for e in vllm.take_events()]
+    assert events == [([b"c"], False), ([b"a", b"b", b"c"], True)]
+    vllm.reset_cache()  # nothing READY: nothing to announce
+    assert list(vllm.take_events()) == []
+
+
+def test_a_subscriber_replaying_the_events_sees_the_ready_set() -> None:
     vllm = make(2, enable_events=True)
-    vllm.prepare_store([b"a"], None)
-    vllm.complete_store([b"a"], None)
-    vllm.reset_cache()
-    assert [(e.keys, e.removed) for e in vllm.take_events()] == [([b"a"], False)]
+    subscriber: set[bytes] = set()
+    for keys in ([b"a"], [b"b", b"c"], [b"d"], [b"a", b"e"]):
+        out = vllm.prepare_store(keys, None)
+        if out is not None:
+            vllm.complete_store(out.keys_to_store, None, success=keys != [b"d"])
+        if keys == [b"b", b"c"]:
+            vllm.reset_cache()
+        for event in vllm.take_events():
+            (subscriber.difference_update if event.removed else subscriber.update)(event.keys)
+        ready = {k for k in [b"a", b"b", b"c", b"d", b"e"] if vllm.lookup(k, None) is HIT}
+        assert subscriber == ready
 
 
 @dataclasses.dataclass
@@ -364,3 +385,13 @@ def test_in_lockstep_with_vllms_own_manager(request: pytest.FixtureRequest, vers
                           store_threshold=threshold, max_tracker_size=4,
                           types=types_of(release))
         assert lockstep(theirs, ours, req_context(release), seed) > 100
+
+
+def test_a_load_names_one_slot_per_key_of_the_call_duplicates_included() -> None:
+    # vLLM's worker pairs block_ids[i] with the call's i-th key (found by kvoffload check)
+    vllm = make(3)
+    vllm.prepare_store([b"a", b"b"], None)
+    vllm.complete_store([b"a", b"b"], None)
+    assert list(vllm.prepare_load([b"b", b"a", b"b"], None).block_ids) == [1, 0, 1]
+    vllm.complete_load([b"b", b"a", b"b"], None)
+    assert usage(vllm) == 0.0

@@ -25,8 +25,9 @@ What the facade adds to the manager, as vLLM's manager does it:
 * **Events in vLLM's form**: one ``removed`` event per store that evicted, one
   ``stored`` event per completion that made blocks READY, in the order they happened
   (0.34: stored events expect a removal, a failed store is a metadata-only removal);
-  a reset emits nothing (vLLM's connector resets its own event tracker). The native
-  net change of the READY set stays ``OffloadManager.take_events``.
+  a reset emits one ``removed`` event for the READY blocks it drops (vLLM's emits
+  none: there the facade follows the spec). The native net change of the READY set
+  stays ``OffloadManager.take_events``.
 * **get_stats()**: the release's stats object with the CPU cache-usage gauge (the
   fraction of slots held by stores in flight and blocks being read) and, with a
   threshold, the stores skipped since the last call.
@@ -57,7 +58,9 @@ from kvoffload.spec.outputs import StoreRejected
 from kvoffload.spec.vocabulary import Key, LookupResult, Policy
 
 from .manager import OffloadManager
-from .vllm_types import VllmTypes
+from .vllm_types import ReqContext, VllmTypes
+
+__all__ = ["ReqContext", "UnsupportedArgument", "VllmFacade"]
 
 if TYPE_CHECKING:
     # Where vLLM is installed, type checkers see the facade as vLLM's OffloadingManager
@@ -89,16 +92,6 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
     raises: BadCapacity, UnknownPolicy, UnsupportedArgument
     """
 
-    _types: VllmTypes
-
-    def __new__(cls, *args: Any, types: VllmTypes | None = None, **kwargs: Any) -> VllmFacade:
-        resolved = types or VllmTypes.from_vllm() or VllmTypes.stand_ins()
-        base = resolved.offloading_manager or _installed_base()
-        chosen = cls if base is None or issubclass(cls, base) else _subclass(cls, base)
-        facade: VllmFacade = object.__new__(chosen)
-        facade._types = resolved
-        return facade
-
     def __init__(
         self,
         num_blocks: int | None = None,
@@ -112,7 +105,10 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
         info: Any = None,
         types: VllmTypes | None = None,
     ) -> None:
-        self.types = types = self._types
+        self.types = types = types or VllmTypes.from_vllm() or VllmTypes.stand_ins()
+        base = types.offloading_manager or _installed_base()
+        if base is not None and not isinstance(self, base):
+            self.__class__ = _subclass(type(self), base)
         slots = _slots(num_blocks, num_chunks)
         if cache_policy_module_path is not None:
             raise UnsupportedArgument(
@@ -196,7 +192,11 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
         reading = self._reading
         for key in plan.keys:
             reading[key] = reading.get(key, 0) + 1
-        return self._spec(list(plan.slots))
+        slots = plan.slots
+        if len(slots) != len(keys):  # duplicates: vLLM pairs block_ids[i] with keys[i]
+            slot_of = dict(zip(plan.keys, slots, strict=True))
+            return self._spec([slot_of[k] for k in keys])
+        return self._spec(list(slots))
 
     def touch(self, keys: Collection[Key], req_context: object = None) -> None:
         self.manager.touch(keys)
@@ -282,12 +282,22 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
                                 metadata_only=True) if absent else None
 
     def reset_cache(self) -> None:
-        """Drop every block. No event, as in vLLM (its connector resets its tracker)."""
-        self.manager.reset_cache()
+        """Drop every block; with events on, one ``removed`` event names the READY ones.
+
+        vLLM's own manager announces nothing at a reset, so a subscriber keeps blocks
+        that are gone (``docs/engines.md``); the facade tells it, as the spec does."""
+        manager = self.manager
+        manager.take_events()  # empty the native view, so the next drain is the reset's
+        manager.reset_cache()
+        dropped = manager.take_events().removed
+        events = self._events
+        if dropped and events is not None:
+            events.append(self._make_event(keys=list(dropped), medium=self.medium,
+                                           removed=True))
         self._writing = 0
         self._reading.clear()
         if self.types.orphans_released == "at-reset":
-            self.manager.forget_running_copies()
+            manager.forget_running_copies()
 
     # --- request and step hooks of vLLM's base class ------------------------------
 
@@ -366,12 +376,18 @@ def _subclass(facade: type[VllmFacade], base: type) -> type[VllmFacade]:
     The facade's methods come first, so they implement the base's abstract ones; a
     method a later release adds keeps the base's default, and a new abstract one makes
     construction fail loudly.
+
+    raises: TypeError
     """
     made = _SUBCLASSES.get((facade, base))
     if made is None:
         made = type(base)(facade.__name__, (facade, base), {
             "__module__": facade.__module__, "__qualname__": facade.__qualname__,
             "__doc__": facade.__doc__})
+        missing = sorted(getattr(made, "__abstractmethods__", ()))
+        if missing:
+            raise TypeError(f"{base.__module__}.{base.__qualname__} requires "
+                            f"{', '.join(missing)}, which the facade does not implement")
         _SUBCLASSES[facade, base] = made
     return made
 

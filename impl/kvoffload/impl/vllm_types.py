@@ -119,6 +119,17 @@ class CpuOffloadingMetrics:
 
 
 @dataclass
+class ReqContext:
+    """Stand-in for vLLM's ``ReqContext`` (0.21 on): the request a call is made for.
+
+    The facade ignores it; tools that build one per call (the conformance suite's
+    vLLM adapters) find it beside the facade."""
+
+    req_id: str = ""
+    kv_transfer_params: dict[str, Any] | None = None
+
+
+@dataclass
 class RequestOffloadingContext:
     """Stand-in for vLLM's ``RequestOffloadingContext`` (offload newly computed blocks)."""
 
