@@ -395,3 +395,15 @@ def test_a_load_names_one_slot_per_key_of_the_call_duplicates_included() -> None
     assert list(vllm.prepare_load([b"b", b"a", b"b"], None).block_ids) == [1, 0, 1]
     vllm.complete_load([b"b", b"a", b"b"], None)
     assert usage(vllm) == 0.0
+
+
+def test_usage_counts_loads_begun_before_the_first_get_stats() -> None:
+    vllm = make(4)
+    vllm.prepare_store([b"a", b"b"], None)
+    vllm.complete_store([b"a", b"b"], None)
+    vllm.prepare_load([b"a", b"b"], None)
+    vllm.prepare_load([b"a"], None)
+    assert usage(vllm) == 0.5  # readers are counted from here on
+    vllm.complete_load([b"a"], None)
+    vllm.complete_load([b"a", b"b"], None)
+    assert usage(vllm) == 0.0

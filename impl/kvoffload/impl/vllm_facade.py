@@ -138,8 +138,11 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
         self._make_event = types.offloading_event
         self._writing = 0
         """Blocks STORING in vLLM's view (stores prepared, not completed, since the reset)."""
-        self._reading: dict[Key, int] = {}
-        """Readers per READY block being read (vLLM's ``ref_cnt``), for the usage gauge."""
+        self._reading: dict[Key, int] | None = None
+        """Readers per READY block being read (vLLM's ``ref_cnt``). Both are kept for the
+        usage gauge from the first ``get_stats()`` on, counted then from the manager's
+        state (None before: a caller that never asks for stats pays nothing per call)."""
+        self._no_slots = slots == 0
         enum = types.lookup_result
         answers: tuple[Any, Any, Any] = ((True, None, False) if enum is None else
                                          (enum["HIT"], enum["HIT_PENDING"], enum["MISS"]))
@@ -190,8 +193,9 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
         """
         plan = self.manager.prepare_load(keys)
         reading = self._reading
-        for key in plan.keys:
-            reading[key] = reading.get(key, 0) + 1
+        if reading is not None:
+            for key in plan.keys:
+                reading[key] = reading.get(key, 0) + 1
         slots = plan.slots
         if len(slots) != len(keys):  # duplicates: vLLM pairs block_ids[i] with keys[i]
             slot_of = dict(zip(plan.keys, slots, strict=True))
@@ -205,10 +209,11 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
         """raises: UnmatchedCompleteLoad"""
         done = self.manager.complete_load(keys)
         reading = self._reading
-        for key in done.applied:
-            count = reading.pop(key, 0)
-            if count > 1:
-                reading[key] = count - 1
+        if reading is not None:
+            for key in done.applied:
+                count = reading.pop(key, 0)
+                if count > 1:
+                    reading[key] = count - 1
 
     def prepare_store(self, keys: Collection[Key], req_context: object = None) -> Any:
         """A ``PrepareStoreOutput`` (keys to store, their slots, evicted keys), or None
@@ -219,27 +224,28 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
             threshold = self.store_threshold
             keys = [k for k in keys if counts.get(k, 0) >= threshold]
             self.stores_skipped_in_current_batch += offered - len(keys)
-        if not self.num_slots and len(keys):
+        if self._no_slots and len(keys):
             return None  # nothing is ever stored in 0 slots, so every key needs one
         plan = self.manager.prepare_store(keys)
         if isinstance(plan, StoreRejected):
             return None
         new, evicted = plan.keys, plan.evicted
-        self._writing += len(new)
-        events = self._events
-        if evicted and events is not None:
-            events.append(self._make_event(keys=list(evicted), medium=self.medium,
-                                           removed=True))
+        if self._reading is not None:
+            self._writing += len(new)
+        if evicted:
+            events = self._events
+            if events is not None:  # vLLM's field order: keys, medium, removed
+                events.append(self._make_event(list(evicted), self.medium, True))
         return self._output(list(new), self._spec(list(plan.slots)), list(evicted))
 
     def complete_store(
         self, keys: Collection[Key], req_context: object = None, success: bool = True
     ) -> None:
-        done = self.manager.complete_store(keys, success)
-        applied = done.applied
+        applied = self.manager.complete_store(keys, success).applied
         if not applied:
             return
-        self._writing -= len(applied)
+        if self._reading is not None:
+            self._writing -= len(applied)
         events = self._events
         if events is None:
             return
@@ -248,9 +254,8 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
                 events.append(self._make_event(keys=list(applied), medium=self.medium,
                                                removed=False, removal_expected=True,
                                                req_context=req_context))
-            else:
-                events.append(self._make_event(keys=list(applied), medium=self.medium,
-                                               removed=False))
+            else:  # vLLM's field order: keys, medium, removed
+                events.append(self._make_event(list(applied), self.medium, False))
         elif self.types.tracked_events:
             events.append(self._make_event(keys=list(applied), medium=self.medium,
                                            removed=True, metadata_only=True))
@@ -295,7 +300,8 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
             events.append(self._make_event(keys=list(dropped), medium=self.medium,
                                            removed=True))
         self._writing = 0
-        self._reading.clear()
+        if self._reading is not None:
+            self._reading.clear()
         if self.types.orphans_released == "at-reset":
             manager.forget_running_copies()
 
@@ -330,7 +336,12 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
         if make is None or names is None:
             return None
         stats = make()
-        used = self._writing + len(self._reading)
+        reading = self._reading
+        if reading is None:  # the first call: start counting from the manager's state
+            view = self.manager.view()
+            reading = self._reading = dict(view.readers)
+            self._writing = len(view.storing)
+        used = self._writing + len(reading)
         stats.set_gauge(names.CPU_CACHE_USAGE_PERC,
                         used / self.num_slots if self.num_slots else 0.0)
         if self.counts is not None:
