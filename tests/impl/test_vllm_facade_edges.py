@@ -407,3 +407,45 @@ def test_usage_counts_loads_begun_before_the_first_get_stats() -> None:
     vllm.complete_load([b"a"], None)
     vllm.complete_load([b"a", b"b"], None)
     assert usage(vllm) == 0.0
+
+
+@pytest.mark.vllm_matrix
+def test_events_in_lockstep_with_vllm_034s_own_manager(request: pytest.FixtureRequest) -> None:
+    # 0.34 ranks victims by request position, not LRU: a tier larger than the keys keeps
+    # evictions out, and everything else (events with their 0.34 fields) must agree
+    release = release_or_skip(request.config, "0.34.0")
+    usage_name = release.module("vllm.v1.kv_offload.cpu.common").CPUOffloadingMetrics
+    for seed in range(5):
+        rng = random.Random(seed)
+        context = req_context(release)
+        theirs = release.manager_class()(num_chunks=16, enable_events=True)
+        ours = VllmFacade(num_chunks=16, enable_events=True, types=types_of(release))
+        keys = [bytes([k]) * 8 for k in range(12)]
+        storing: list[list[bytes]] = []
+        kinds: set[tuple[bool, bool]] = set()
+        for _ in range(300):
+            op = rng.randrange(4)
+            if op == 0:
+                key = rng.choice(keys)
+                assert theirs.lookup(key, context) == ours.lookup(key, context)
+            elif op == 1:
+                offer = rng.sample(keys, rng.randint(1, 3))
+                a, b = theirs.prepare_store(offer, context), ours.prepare_store(offer, context)
+                assert (a.keys_to_store, list(a.store_spec.block_ids)) == (
+                    b.keys_to_store, list(b.store_spec.block_ids))
+                if a.keys_to_store:
+                    storing.append(list(a.keys_to_store))
+            elif op == 2 and storing:
+                job = storing.pop(rng.randrange(len(storing)))
+                success = rng.random() < 0.7
+                theirs.complete_store(job, context, success)
+                ours.complete_store(job, context, success)
+            else:
+                events = [(e.keys, e.removed, e.metadata_only, e.removal_expected)
+                          for e in ours.take_events()]
+                assert [(e.keys, e.removed, e.metadata_only, e.removal_expected)
+                        for e in theirs.take_events()] == events
+                kinds.update((removed, metadata) for _, removed, metadata, _ in events)
+                usage = usage_name.CPU_CACHE_USAGE_PERC
+                assert (theirs.get_stats().values[usage] == ours.get_stats().values[usage])
+        assert kinds == {(False, False), (True, True)}  # stored, and failed-store removals
