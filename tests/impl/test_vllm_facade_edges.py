@@ -415,6 +415,7 @@ def test_events_in_lockstep_with_vllm_034s_own_manager(request: pytest.FixtureRe
     # evictions out, and everything else (events with their 0.34 fields) must agree
     release = release_or_skip(request.config, "0.34.0")
     usage_name = release.module("vllm.v1.kv_offload.cpu.common").CPUOffloadingMetrics
+    kinds: set[tuple[bool, bool]] = set()
     for seed in range(5):
         rng = random.Random(seed)
         context = req_context(release)
@@ -422,7 +423,6 @@ def test_events_in_lockstep_with_vllm_034s_own_manager(request: pytest.FixtureRe
         ours = VllmFacade(num_chunks=16, enable_events=True, types=types_of(release))
         keys = [bytes([k]) * 8 for k in range(12)]
         storing: list[list[bytes]] = []
-        kinds: set[tuple[bool, bool]] = set()
         for _ in range(300):
             op = rng.randrange(4)
             if op == 0:
@@ -448,4 +448,4 @@ def test_events_in_lockstep_with_vllm_034s_own_manager(request: pytest.FixtureRe
                 kinds.update((removed, metadata) for _, removed, metadata, _ in events)
                 usage = usage_name.CPU_CACHE_USAGE_PERC
                 assert (theirs.get_stats().values[usage] == ours.get_stats().values[usage])
-        assert kinds == {(False, False), (True, True)}  # stored, and failed-store removals
+    assert kinds == {(False, False), (True, True)}  # stored, and failed-store removals
