@@ -118,14 +118,54 @@ def test_counting_lives_in_the_facade_the_managers_lookup_stays_pure() -> None:
 
 
 def test_arguments_the_facade_cannot_honour_are_refused_not_dropped() -> None:
-    offers = dataclasses.replace(VllmTypes.stand_ins(), threshold_counts="offers")
-    with pytest.raises(UnsupportedArgument, match="offers"):
-        VllmFacade(num_chunks=4, store_threshold=2, types=offers)
-    assert VllmFacade(num_chunks=4, store_threshold=0, types=offers).counts is None
     with pytest.raises(UnsupportedArgument, match="cache_policy_module_path"):
         make(cache_policy_module_path="my.policies")
     with pytest.raises(UnsupportedArgument, match="max_tracker_size"):
         make(store_threshold=2, max_tracker_size=0)
+
+
+class Request:
+    """A request context with 0.34's per-request state (``get_state`` / ``set_state``)."""
+
+    def __init__(self) -> None:
+        self.state: dict[type, Any] = {}
+
+    def get_state(self, cls: type) -> Any:
+        return self.state.get(cls)
+
+    def set_state(self, value: Any) -> None:
+        self.state[type(value)] = value
+
+
+def offers(capacity: int = 8, **kwargs: Any) -> VllmFacade:
+    types = dataclasses.replace(VllmTypes.stand_ins(), threshold_counts="offers")
+    return VllmFacade(num_chunks=capacity, types=types, **kwargs)
+
+
+def test_034s_threshold_counts_offers_once_per_request_not_lookups() -> None:
+    vllm = offers(store_threshold=2)
+    first, second = Request(), Request()
+    vllm.lookup(b"a", first)
+    vllm.lookup(b"a", first)  # lookups do not count in 0.34
+    assert vllm.prepare_store([b"a"], first).keys_to_store == []
+    assert vllm.prepare_store([b"a"], first).keys_to_store == []  # a retry: no new count
+    assert vllm.get_stats().reduce()[SKIPPED] == 1  # skipped once for this request
+    assert vllm.prepare_store([b"a"], second).keys_to_store == [b"a"]  # another request
+    vllm.reset_cache()  # a request's record of counted offers ends with the reset
+    assert vllm.counts == {b"a": 2}  # the tracker outlives the reset, as in vLLM
+    assert vllm.prepare_store([b"a"], first).keys_to_store == [b"a"]
+    assert vllm.counts == {b"a": 3}
+
+
+def test_034s_tracker_keeps_the_keys_offered_now() -> None:
+    vllm = offers(store_threshold=3, max_tracker_size=2)
+    vllm.prepare_store([b"a", b"b"], Request())
+    vllm.prepare_store([b"a", b"b", b"c"], Request())  # full of keys offered now: c waits
+    assert vllm.counts == {b"a": 2, b"b": 2}
+    vllm.prepare_store([b"c"], Request())  # a, the least recent, makes room for c
+    assert vllm.counts == {b"b": 2, b"c": 1}
+    # without request state every offer counts
+    assert vllm.prepare_store([b"b"], None).keys_to_store == [b"b"]
 
 
 def test_info_gives_the_config_info() -> None:
@@ -410,29 +450,39 @@ def test_usage_counts_loads_begun_before_the_first_get_stats() -> None:
 
 
 @pytest.mark.vllm_matrix
-def test_events_in_lockstep_with_vllm_034s_own_manager(request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("threshold", [0, 2, 3])
+def test_in_lockstep_with_vllm_034s_own_manager(request: pytest.FixtureRequest,
+                                                threshold: int) -> None:
     # 0.34 ranks victims by request position, not LRU: a tier larger than the keys keeps
-    # evictions out, and everything else (events with their 0.34 fields) must agree
+    # evictions out, and everything else (admission by offers per request, events with
+    # their 0.34 fields, the usage gauge, the skipped counter) must agree
     release = release_or_skip(request.config, "0.34.0")
-    usage_name = release.module("vllm.v1.kv_offload.cpu.common").CPUOffloadingMetrics
+    names = release.module("vllm.v1.kv_offload.cpu.common").CPUOffloadingMetrics
     kinds: set[tuple[bool, bool]] = set()
     for seed in range(5):
         rng = random.Random(seed)
-        context = req_context(release)
-        theirs = release.manager_class()(num_chunks=16, enable_events=True)
-        ours = VllmFacade(num_chunks=16, enable_events=True, types=types_of(release))
+        contexts = [req_context(release) for _ in range(3)]
+        theirs = release.manager_class()(num_chunks=16, enable_events=True,
+                                         store_threshold=threshold, max_tracker_size=4)
+        ours = VllmFacade(num_chunks=16, enable_events=True, store_threshold=threshold,
+                          max_tracker_size=4, types=types_of(release))
         keys = [bytes([k]) * 8 for k in range(12)]
         storing: list[list[bytes]] = []
+        reset_in_flight = False
         for _ in range(300):
-            op = rng.randrange(4)
+            op, context = rng.randrange(5), rng.choice(contexts)
             if op == 0:
                 key = rng.choice(keys)
                 assert theirs.lookup(key, context) == ours.lookup(key, context)
             elif op == 1:
                 offer = rng.sample(keys, rng.randint(1, 3))
                 a, b = theirs.prepare_store(offer, context), ours.prepare_store(offer, context)
-                assert (a.keys_to_store, list(a.store_spec.block_ids)) == (
-                    b.keys_to_store, list(b.store_spec.block_ids))
+                assert a.keys_to_store == b.keys_to_store
+                # a reset with copies running: the facade hands the freed slots out in
+                # another (equally valid) order than vLLM's restart from slot 0
+                slots = list(a.store_spec.block_ids), list(b.store_spec.block_ids)
+                assert slots[0] == slots[1] if not reset_in_flight else (
+                    len(slots[0]) == len(slots[1]))
                 if a.keys_to_store:
                     storing.append(list(a.keys_to_store))
             elif op == 2 and storing:
@@ -440,12 +490,23 @@ def test_events_in_lockstep_with_vllm_034s_own_manager(request: pytest.FixtureRe
                 success = rng.random() < 0.7
                 theirs.complete_store(job, context, success)
                 ours.complete_store(job, context, success)
+            elif op == 3 and rng.random() < 0.1:  # vLLM drops the old jobs' completions
+                for manager in (theirs, ours):
+                    manager.reset_cache()
+                    manager.on_reset_flushed()
+                reset_in_flight = reset_in_flight or bool(storing)
+                storing.clear()
             else:
                 events = [(e.keys, e.removed, e.metadata_only, e.removal_expected)
                           for e in ours.take_events()]
-                assert [(e.keys, e.removed, e.metadata_only, e.removal_expected)
-                        for e in theirs.take_events()] == events
+                their_events = [(e.keys, e.removed, e.metadata_only, e.removal_expected)
+                                for e in theirs.take_events()]
+                # the one difference on purpose: a reset announces the READY blocks it
+                # drops (a plain removal; without evictions no other is made here)
+                assert their_events == [e for e in events if not (e[1] and not e[2])]
                 kinds.update((removed, metadata) for _, removed, metadata, _ in events)
-                usage = usage_name.CPU_CACHE_USAGE_PERC
-                assert (theirs.get_stats().values[usage] == ours.get_stats().values[usage])
-    assert kinds == {(False, False), (True, True)}  # stored, and failed-store removals
+                mine, vllms = ours.get_stats().values, theirs.get_stats().values
+                for name in (names.CPU_CACHE_USAGE_PERC, names.STORES_SKIPPED):
+                    assert mine.get(name) == vllms.get(name), name
+                assert ours.counts == theirs.counts
+    assert {(False, False), (True, True)} <= kinds  # stored, and failed-store removals

@@ -20,8 +20,7 @@ What the facade adds to the manager, as vLLM's manager does it:
   up to 0.25, a key is stored only once ``lookup`` has seen it ``store_threshold``
   times, counted in a tracker of the ``max_tracker_size`` most recently looked-up keys
   (so this lookup changes state, as vLLM's does; ``OffloadManager.lookup`` stays pure);
-  0.34 counts offers per request instead, which the facade does not model: a threshold
-  of 2 or more raises :class:`UnsupportedArgument` there.
+  0.34 counts offers to ``prepare_store`` instead, once per request.
 * **Events in vLLM's form**: one ``removed`` event per store that evicted, one
   ``stored`` event per completion that made blocks READY, in the order they happened
   (0.34: stored events expect a removal, a failed store is a metadata-only removal);
@@ -50,6 +49,7 @@ import importlib.util
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -115,10 +115,6 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
                 f"cache_policy_module_path={cache_policy_module_path!r}: the facade runs the "
                 f"spec's LRU or ARC only, not an out-of-tree vLLM CachePolicy")
         counting = store_threshold >= 2
-        if counting and types.threshold_counts != "lookups":
-            raise UnsupportedArgument(
-                f"store_threshold={store_threshold}: {types.origin} counts offers per request "
-                f"({types.threshold_counts}), which the facade does not model; use 0 or 1")
         if counting and max_tracker_size < 1:
             raise UnsupportedArgument(
                 f"max_tracker_size={max_tracker_size}: a store_threshold needs a tracker of "
@@ -130,7 +126,11 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
         self.store_threshold = store_threshold
         self.max_tracker_size = max_tracker_size
         self.counts: OrderedDict[Key, int] | None = OrderedDict() if counting else None
-        """Lookups per key while ``store_threshold`` >= 2 (vLLM's public ``counts``)."""
+        """Lookups (offers in 0.34) per key while ``store_threshold`` >= 2 (vLLM's
+        public ``counts``), least recent first."""
+        self._offers = counting and types.threshold_counts == "offers"
+        self._generation = 0
+        """Resets so far: a request's record of counted offers is from one generation."""
         self.stores_skipped_in_current_batch = 0
         self._config_info: Mapping[str, Any] = (
             info.as_config_info() if info is not None else {})
@@ -149,7 +149,8 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
         plain = self.manager.lookup_function(*answers)
         # The scheduler calls lookup once per block: this instance's lookup is the
         # manager's own, answering in vLLM's values directly (same behaviour as below).
-        self.__dict__["lookup"] = plain if self.counts is None else self._counting(plain)
+        self.__dict__["lookup"] = (
+            plain if self.counts is None or self._offers else self._counting(plain))
         self._answers = dict(zip((LookupResult.HIT, LookupResult.PENDING, LookupResult.MISS),
                                  answers, strict=True))
         self._spec = types.load_store_spec
@@ -167,7 +168,7 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
     def _count(self, key: Key) -> None:
         """One more lookup of ``key`` in the tracker (the oldest key leaves when full)."""
         counts = self.counts
-        if counts is None:
+        if counts is None or self._offers:
             return
         if key in counts:
             counts.move_to_end(key)
@@ -220,10 +221,13 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
         when the call cannot fit (nothing changes then)."""
         counts = self.counts
         if counts is not None:
-            offered = len(keys)
-            threshold = self.store_threshold
-            keys = [k for k in keys if counts.get(k, 0) >= threshold]
-            self.stores_skipped_in_current_batch += offered - len(keys)
+            if self._offers:
+                keys = self._admit_offers(list(keys), req_context)
+            else:
+                offered = len(keys)
+                threshold = self.store_threshold
+                keys = [k for k in keys if counts.get(k, 0) >= threshold]
+                self.stores_skipped_in_current_batch += offered - len(keys)
         if self._no_slots and len(keys):
             return None  # nothing is ever stored in 0 slots, so every key needs one
         plan = self.manager.prepare_store(keys)
@@ -237,6 +241,63 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
             if events is not None:  # vLLM's field order: keys, medium, removed
                 events.append(self._make_event(list(evicted), self.medium, True))
         return self._output(list(new), self._spec(list(plan.slots)), list(evicted))
+
+    def _admit_offers(self, keys: list[Key], req_context: object) -> list[Key]:
+        """0.34's threshold: count this offer, keep the absent keys offered often enough.
+
+        Each key counts once per request (a retry or a re-offer is not another use), so
+        the request remembers the keys it counted (on vLLM's ``ReqContext`` state; with
+        no such context every offer counts). Keys already tracked move to the recent
+        end and, unless this request counted them, count one more (a key twice in the
+        call, twice); new keys enter with one, pushing out the least recent key not
+        offered now, or staying untracked when every tracked key is offered now.
+        Absent keys under the threshold are skipped, and reported as skipped once per
+        request. Keys present (STORING or READY) are not filtered.
+        """
+        counts = self.counts
+        if counts is None:
+            return keys
+        counted = self._counted_by(req_context)
+        already: set[Key] = counted if counted is not None else set()
+        protected: set[Key] = set()
+        for key in keys:
+            if key in counts:
+                counts.move_to_end(key)
+                if key not in already:
+                    counts[key] += 1
+                protected.add(key)
+        room = len(counts) - len(protected)
+        for key in keys:
+            if key in counts:
+                continue
+            if len(counts) >= self.max_tracker_size:
+                if room == 0:
+                    continue
+                counts.popitem(last=False)
+                room -= 1
+            counts[key] = 1
+        lookup, threshold = self.manager.lookup, self.store_threshold
+        admitted = []
+        for key in keys:
+            if lookup(key) is not LookupResult.MISS or counts.get(key, 0) >= threshold:
+                admitted.append(key)
+            elif key not in already:
+                self.stores_skipped_in_current_batch += 1
+        if counted is not None:
+            counted.update(keys)
+        return admitted
+
+    def _counted_by(self, req_context: object) -> set[Key] | None:
+        """The keys this request has counted since the last reset (None: no request state)."""
+        get_state = getattr(req_context, "get_state", None)
+        if get_state is None:
+            return None
+        state = get_state(_CountedOffers)
+        if state is None or state.owner is not self or state.generation != self._generation:
+            state = _CountedOffers(self, self._generation, set())
+            req_context.set_state(state)  # type: ignore[attr-defined]  # vLLM 0.34's ReqContext
+        keys: set[Key] = state.keys
+        return keys
 
     def complete_store(
         self, keys: Collection[Key], req_context: object = None, success: bool = True
@@ -300,6 +361,7 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
             events.append(self._make_event(keys=list(dropped), medium=self.medium,
                                            removed=True))
         self._writing = 0
+        self._generation += 1
         if self._reading is not None:
             self._reading.clear()
         if self.types.orphans_released == "at-reset":
@@ -360,6 +422,15 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
 
     def shutdown(self) -> None:
         return None
+
+
+@dataclass
+class _CountedOffers:
+    """A request's record of the keys it counted toward 0.34's ``store_threshold``."""
+
+    owner: object
+    generation: int
+    keys: set[Key]
 
 
 def _slots(num_blocks: int | None, num_chunks: int | None) -> int:

@@ -29,7 +29,8 @@ ThresholdCounts = Literal["lookups", "offers"]
 * ``lookups``: calls of ``lookup(key)`` (0.21's ``FilterReusedOffloadingManager``,
   0.24 and 0.25's ``CPUOffloadingManager``), in a tracker of ``max_tracker_size`` keys;
 * ``offers``: offers of the key to ``prepare_store``, once per request (0.34, whose
-  ``ReqContext`` carries per-request state).
+  ``ReqContext`` carries per-request state: its ``get_state`` is how a release is
+  recognised as counting offers).
 """
 
 OrphanRelease = Literal["by-completions", "at-reset", "when-flushed"]
