@@ -86,8 +86,10 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
     ``types`` chooses the output classes (and so the lookup flavour, the event form,
     the stats object and the meaning of ``store_threshold``): by default vLLM's own
     when vLLM is importable, else the stand-ins with the enum flavour.
-    ``req_context`` arguments are accepted and ignored: the spec's manager needs none.
-    vLLM passes every argument by keyword; positionally the order is 0.24's.
+    ``req_context`` arguments are accepted; the spec's manager needs none, and the
+    facade reads them only for 0.34 (the per-request record of counted offers, and the
+    context a stored event carries). vLLM passes every constructor argument by keyword;
+    positionally the order is 0.24's.
 
     raises: BadCapacity, UnknownPolicy, UnsupportedArgument
     """
