@@ -13,6 +13,7 @@ vLLM's ``LookupResult`` (0.25 on: MISS, HIT, HIT_PENDING, RETRY) is not the spec
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import importlib
 from collections.abc import Callable
@@ -21,6 +22,16 @@ from types import ModuleType
 from typing import Any, Literal
 
 from kvoffload.spec.vocabulary import Key
+
+ThresholdCounts = Literal["lookups", "offers"]
+"""What vLLM's ``store_threshold`` counts in a release:
+
+* ``lookups``: calls of ``lookup(key)`` (0.21's ``FilterReusedOffloadingManager``,
+  0.24 and 0.25's ``CPUOffloadingManager``), in a tracker of ``max_tracker_size`` keys;
+* ``offers``: offers of the key to ``prepare_store``, once per request (0.34, whose
+  ``ReqContext`` carries per-request state: its ``get_state`` is how a release is
+  recognised as counting offers).
+"""
 
 OrphanRelease = Literal["by-completions", "at-reset", "when-flushed"]
 """When the facade frees the slots of copies a reset left running:
@@ -82,6 +93,44 @@ class OffloadingEvent:
 
 
 @dataclass
+class OffloadingStats:
+    """Stand-in for vLLM's ``OffloadingConnectorStats``: gauges and counters by name.
+
+    ``reduce()`` gives every gauge's last value and every counter's sum, as vLLM's does.
+    """
+
+    gauges: dict[str, float] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+
+    def set_gauge(self, name: str, value: float) -> None:
+        self.gauges[name] = value
+
+    def increase_counter(self, name: str, value: float = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + value
+
+    def reduce(self) -> dict[str, float]:
+        return {**self.gauges, **self.counters}
+
+
+class CpuOffloadingMetrics:
+    """Stand-in for vLLM's ``CPUOffloadingMetrics``: the metric names (0.24 on)."""
+
+    STORES_SKIPPED = "vllm:kv_offload_stores_skipped"
+    CPU_CACHE_USAGE_PERC = "vllm:kv_offload_cpu_cache_usage_perc"
+
+
+@dataclass
+class ReqContext:
+    """Stand-in for vLLM's ``ReqContext`` (0.21 on): the request a call is made for.
+
+    The facade ignores it; tools that build one per call (the conformance suite's
+    vLLM adapters) find it beside the facade."""
+
+    req_id: str = ""
+    kv_transfer_params: dict[str, Any] | None = None
+
+
+@dataclass
 class RequestOffloadingContext:
     """Stand-in for vLLM's ``RequestOffloadingContext`` (offload newly computed blocks)."""
 
@@ -93,7 +142,13 @@ class VllmTypes:
     """One set of output classes for the facade, and the lookup flavour they imply.
 
     ``lookup_result`` is vLLM's ``LookupResult`` enum (0.25 on), or None for the
-    ``bool | None`` era (0.19 to 0.24).
+    ``bool | None`` era (0.19 to 0.24). ``offloading_manager`` is the release's
+    ``OffloadingManager`` base class (None for the stand-ins): the facade built with
+    these types is an instance of it. ``stats`` builds the release's stats object and
+    ``metrics`` names its metrics (both None before 0.24: the manager had no stats).
+    ``tracked_events``: the release's ``OffloadingEvent`` has ``removal_expected`` and
+    ``metadata_only`` (0.34): stored events say a removal will follow, and a failed
+    store is announced as a metadata-only removal.
     """
 
     load_store_spec: Callable[[list[int]], Any]
@@ -105,6 +160,11 @@ class VllmTypes:
     cache_hit_source_host: Any = None
     orphans_released: OrphanRelease = "by-completions"
     origin: str = field(default="stand-ins", compare=False)
+    offloading_manager: type | None = None
+    stats: Callable[[], Any] | None = OffloadingStats
+    metrics: Any = CpuOffloadingMetrics
+    tracked_events: bool = False
+    threshold_counts: ThresholdCounts = "lookups"
 
     @classmethod
     def stand_ins(cls, *, enum_lookup: bool = True) -> VllmTypes:
@@ -115,18 +175,36 @@ class VllmTypes:
     @classmethod
     def from_modules(cls, base: ModuleType, cpu_common: ModuleType,
                      cache_hit_source: ModuleType | None = None,
-                     origin: str = "vllm") -> VllmTypes:
+                     origin: str = "vllm", metrics: ModuleType | None = None) -> VllmTypes:
         """vLLM's classes from its ``kv_offload.base`` and ``kv_offload.cpu.common``
-        modules (the real package, or a release loaded from its wheel)."""
+        modules (the real package, or a release loaded from its wheel).
+
+        ``metrics`` is the release's module of ``OffloadingConnectorStats``; by default
+        it is imported from beside ``base`` (``...distributed.kv_transfer.kv_connector.
+        v1.offloading.metrics``) when the release names CPU metrics at all.
+        """
         spec_cls = cpu_common.CPULoadStoreSpec
         medium_enum = getattr(base, "Medium", None)
         medium = medium_enum.CPU if medium_enum is not None else spec_cls.medium()
         context = getattr(base, "RequestOffloadingContext", RequestOffloadingContext)
         host = getattr(cache_hit_source.CacheHitSource, "HOST", None) if cache_hit_source else None
-        flushed = hasattr(getattr(base, "OffloadingManager", object), "on_reset_flushed")
+        manager = getattr(base, "OffloadingManager", None)
+        flushed = hasattr(manager, "on_reset_flushed")
+        names = getattr(cpu_common, "CPUOffloadingMetrics", None)
+        if names is not None and metrics is None:
+            root = base.__name__.split(".")[0]
+            metrics = _first_module(
+                f"{root}.distributed.kv_transfer.kv_connector.v1.offloading.metrics")
+        stats = getattr(metrics, "OffloadingConnectorStats", None) if names else None
+        event_fields = {f.name for f in dataclasses.fields(base.OffloadingEvent)}
+        tracked = {"removal_expected", "metadata_only"} <= event_fields
+        # Per-request state on ReqContext is what 0.34's offer counting rests on.
+        offers = hasattr(getattr(base, "ReqContext", None), "get_state")
         return cls(spec_cls, base.PrepareStoreOutput, base.OffloadingEvent, medium,
                    getattr(base, "LookupResult", None), context, host,
-                   "when-flushed" if flushed else "at-reset", origin)
+                   "when-flushed" if flushed else "at-reset", origin,
+                   manager, stats if names is not None else None, names, tracked,
+                   "offers" if offers else "lookups")
 
     @classmethod
     def from_vllm(cls) -> VllmTypes | None:
