@@ -47,6 +47,10 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"examples to run (default {DEFAULT_MAX_EXAMPLES})")
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS,
                         help=f"calls per example (default {DEFAULT_STEPS})")
+    parser.add_argument("--max-keys-per-call", type=int, default=0, metavar="N",
+                        help="generate calls naming at most N keys (default 0: no limit); "
+                             "1 for engines that store one chunk per call, as LMCache's "
+                             "backends do")
     parser.add_argument("--seed", type=int, default=None,
                         help="random seed (default: a fresh one, printed in the report)")
     parser.add_argument("--report-dir", type=Path, default=Path("kvoffload-report"),
@@ -62,7 +66,8 @@ def config_of(args: argparse.Namespace) -> CheckConfig:
     return CheckConfig(
         profile=Profile(args.profile), policy=Policy(args.policy), level=Level(args.level),
         assume=tuple(args.assume), capacity=args.capacity, max_examples=args.max_examples,
-        steps=args.steps, seed=args.seed, adapter=args.adapter)
+        steps=args.steps, seed=args.seed, adapter=args.adapter,
+        max_keys_per_call=args.max_keys_per_call)
 
 
 def run_check_command(args: argparse.Namespace) -> int:

@@ -51,6 +51,9 @@ class CheckConfig:
     steps: int = DEFAULT_STEPS
     seed: int | None = None
     adapter: str = "auto"
+    max_keys_per_call: int = 0
+    """At most this many keys in one generated call (0: no limit). Engines that store
+    one chunk per call (LMCache's backends) are checked with 1."""
 
     def __post_init__(self) -> None:
         unknown = [name for name in self.assume if name not in ASSUMPTIONS]
@@ -60,6 +63,9 @@ class CheckConfig:
             raise UsageError(f"--capacity must be at least 1, got {self.capacity}")
         if self.max_examples < 1 or self.steps < 1:
             raise UsageError("--max-examples and --steps must be at least 1")
+        if self.max_keys_per_call < 0:
+            raise UsageError(f"--max-keys-per-call must be 0 (no limit) or more, got "
+                             f"{self.max_keys_per_call}")
 
     @property
     def assumptions(self) -> tuple[Assumption, ...]:
@@ -81,4 +87,5 @@ class CheckConfig:
             "max_examples": self.max_examples,
             "steps": self.steps,
             "seed": self.seed,
+            "max_keys_per_call": self.max_keys_per_call,
         }

@@ -104,12 +104,13 @@ def build_machine(
     misuse = not config.assumes("no-misuse")
     stale = not config.assumes("no-stale-completions")
     reset_in_flight = not config.assumes("no-reset-in-flight")
+    limit = config.max_keys_per_call
     tally = counters if counters is not None else Counters()
 
     def key_list(rng: random.Random, pool: Sequence[Key], at_most: int = 0) -> tuple[Key, ...]:
         """1 .. ``at_most`` keys from ``pool`` (default: one more than fit, as the pool
         has three more); repeats allowed unless unique-keys."""
-        count = rng.randint(1, at_most or len(pool) - 2)
+        count = rng.randint(1, min(at_most or len(pool) - 2, limit or len(pool)))
         if unique:
             return tuple(rng.sample(list(pool), min(count, len(pool))))
         return tuple(rng.choice(pool) for _ in range(count))

@@ -22,15 +22,18 @@ from typing import Any
 from .adapter_api import Adapter, Capabilities
 from .config import CheckConfig
 from .errors import TargetLoadError, UsageError
+from .lmcache_loader import is_lmcache_target, lmcache_factory
 from .native import NATIVE_METHODS, NativeAdapter
 from .vllm_adapters import era_of
 from .vllm_adapters import factory as vllm_factory
 from .vllm_adapters import why as era_reason
 
 DEFAULT_TARGET = "kvoffload.impl:OffloadManager"
-ADAPTERS = ("auto", "native", "vllm-int", "vllm-bool", "vllm-enum")
+ADAPTERS = ("auto", "native", "vllm-int", "vllm-bool", "vllm-enum", "lmcache-cpu",
+            "lmcache-disk")
 """``vllm-int``: ``lookup(hashes) -> int`` (<= 0.18); ``vllm-bool``: ``lookup(key, ctx) ->
-bool | None`` (0.19-0.24); ``vllm-enum``: ``LookupResult`` (0.25 on)."""
+bool | None`` (0.19-0.24); ``vllm-enum``: ``LookupResult`` (0.25 on); ``lmcache-cpu`` /
+``lmcache-disk``: LMCache's backends, for ``lmcache==X`` (:mod:`.lmcache_loader`)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,8 @@ def prepare(text: str, config: CheckConfig, obj: Any = None) -> Prepared:
 
     ``obj`` skips the import (the self-test and the pytest plugin pass objects).
     """
+    if obj is None and is_lmcache_target(text):
+        return _prepare_lmcache(text, config)
     if obj is None:
         obj = load_object(text, config.policy.value)
     if config.adapter not in ADAPTERS:
@@ -130,6 +135,13 @@ def prepare(text: str, config: CheckConfig, obj: Any = None) -> Prepared:
             f"the {name} adapter's lookup cannot report PENDING (it answers a hit-prefix "
             "length), so only --profile safe can be checked")
     return Prepared(text, name, reason, caps, make)
+
+
+def _prepare_lmcache(text: str, config: CheckConfig) -> Prepared:
+    """``lmcache==X``: one of LMCache's backends, after ``--adapter``."""
+    name, reason, make = lmcache_factory(text, config)
+    sample = _build(text, make, config.capacity)
+    return Prepared(text, name, reason, sample.capabilities, make)
 
 
 def _build(text: str, make: Callable[[int], Adapter], capacity: int) -> Adapter:
