@@ -1,0 +1,333 @@
+"""The trace corpus: language-neutral JSON cases any engine can replay (``docs/corpus.md``).
+
+``kvoffload corpus write DIR`` writes one JSON file per case under ``DIR/cases/``, an
+``index.json`` and the JSON Schema (``schema.json``) the files follow. Every expected
+answer comes from the spec (:func:`kvoffload.spec.apply`), exact wherever the spec is;
+what a target may choose is written as a constraint:
+
+- slots and tickets are symbolic names (``s0``, ``t0``) bound at first sight; a new slot
+  name must be bound to a slot no name in the previous step's ``held`` list has, a new
+  ticket name to a value never seen before in the case;
+- victims are exact; a case in which some eviction had a choice is tagged ``level:
+  exact`` with its ``policy`` (only targets checked at that level and policy replay it);
+- a case with a PENDING answer is tagged ``profile: strict`` (a safe-profile replayer
+  accepts MISS there); ``excluded_by`` lists the assumptions under which a target may
+  skip the case (it makes a call they rule out).
+
+Sources (``source`` field): ``scenario`` (the spec's scenario vectors), ``engines``
+(counterexamples recorded in docs/engines.md), ``tiny`` (every trace of up to
+``--depth`` calls at the model checker's TINY bound: capacity 2, keys a, b, c, one
+reset, calls of at most 2 keys; deduplicated up to renaming of keys, slots and tickets).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvoffload.spec import (
+    ASSUMPTIONS,
+    CacheState,
+    Call,
+    Completion,
+    CopyKind,
+    Events,
+    LoadPlan,
+    LookupResult,
+    MisuseError,
+    Op,
+    Policy,
+    StorePlan,
+    StoreRejected,
+    apply,
+    initial_state,
+)
+from kvoffload.spec.scenarios import SCENARIOS
+
+CORPUS_VERSION = 1
+SCHEMA_FILE = Path(__file__).with_name("corpus_schema.json")
+TINY_KEYS = ("a", "b", "c")
+TINY_CAPACITY = 2
+TINY_WIDTH = 2
+TINY_RESETS = 1
+NEVER_ISSUED = "u0"
+"""A ticket name no plan binds: the replayer sends a value the target never issued."""
+
+
+@dataclass
+class _Names:
+    """Symbolic names for the spec's slots and tickets, as a case is written."""
+
+    slot: dict[int, str] = field(default_factory=dict)
+    ticket: dict[int, str] = field(default_factory=dict)
+    slots_made: int = 0
+
+    def new_slot(self, slot: int) -> str:
+        name = f"s{self.slots_made}"
+        self.slots_made += 1
+        self.slot[slot] = name
+        return name
+
+    def new_ticket(self, ticket: int) -> str:
+        name = f"t{len(self.ticket)}"
+        self.ticket[ticket] = name
+        return name
+
+
+def _keys(keys: Sequence[object]) -> list[object]:
+    return list(keys)
+
+
+def _sorted(keys: Iterable[object]) -> list[object]:
+    return sorted(keys, key=repr)
+
+
+def _call_json(call: Call, names: _Names) -> dict[str, Any]:
+    data: dict[str, Any] = {"op": call.op.value}
+    if call.op not in (Op.RESET_CACHE, Op.TAKE_EVENTS):
+        data["keys"] = _keys(call.keys)
+    if call.op is Op.COMPLETE_STORE:
+        data["success"] = call.success
+    if call.ticket is not None:
+        data["ticket"] = names.ticket.get(call.ticket, NEVER_ISSUED)
+    return data
+
+
+def _held(state: CacheState, names: _Names) -> list[str]:
+    return sorted(names.slot[s] for s in state.used_slots() if s in names.slot)
+
+
+def _step(state: CacheState, call: Call, names: _Names) -> tuple[CacheState, dict[str, Any],
+                                                                   bool]:
+    """(next state, the step as JSON, whether an eviction in it had a choice)."""
+    call_json = _call_json(call, names)
+    try:
+        new, output = apply(state, call)
+    except MisuseError as error:
+        return state, {"call": call_json, "expect": {"kind": "error", "family": error.code},
+                       "held": _held(state, names)}, False
+    expect: dict[str, Any]
+    chose = False
+    if isinstance(output, LookupResult):
+        expect = {"kind": "lookup", "result": output.name}
+    elif isinstance(output, StorePlan):
+        candidates = state.evictable() - frozenset(call.keys)
+        chose = bool(output.evicted) and len(candidates) > len(output.evicted)
+        for victim in output.evicted:
+            names.slot.pop(state.table[victim].slot, None)
+        slots = [names.new_slot(s) for s in output.slots]
+        expect = {"kind": "store_plan", "keys": _keys(output.keys), "slots": slots,
+                  "evicted": _sorted(output.evicted),
+                  "ticket": names.new_ticket(output.ticket)}
+    elif isinstance(output, StoreRejected):
+        expect = {"kind": "rejected", "needed": output.needed, "available": output.available}
+    elif isinstance(output, LoadPlan):
+        slots = [names.slot[s] for s in output.slots]
+        expect = {"kind": "load_plan", "keys": _keys(output.keys), "slots": slots,
+                  "ticket": names.new_ticket(output.ticket)}
+    elif isinstance(output, Completion):
+        expect = {"kind": "completion",
+                  **{f: _sorted(getattr(output, f))
+                     for f in ("applied", "released", "ignored")}}
+    elif isinstance(output, Events):
+        expect = {"kind": "events", "ready": _sorted(new.announced)}
+    elif isinstance(output, int):
+        expect = {"kind": "reset", "epoch": output}
+    else:
+        expect = {"kind": "none"}
+    return new, {"call": call_json, "expect": expect, "held": _held(new, names)}, chose
+
+
+def case_json(name: str, source: str, about: str, capacity: int, policy: Policy,
+              calls: Sequence[Call]) -> dict[str, Any]:
+    """One case: the calls with the spec's answers, tagged with what it needs."""
+    state = initial_state(capacity, policy)
+    names = _Names()
+    steps = []
+    chose = False
+    excluded: set[str] = set()
+    pending = False
+    for call in calls:
+        for assumption in ASSUMPTIONS.values():
+            if assumption.excludes(state, call):
+                excluded.add(assumption.name)
+        state, step, choice = _step(state, call, names)
+        chose = chose or choice
+        pending = pending or step["expect"] == {"kind": "lookup", "result": "PENDING"}
+        steps.append(step)
+    return {
+        "corpus_version": CORPUS_VERSION, "name": name, "source": source, "about": about,
+        "capacity": capacity, "policy": policy.value,
+        "level": "exact" if chose else "any",
+        "profile": "strict" if pending else "safe",
+        "excluded_by": sorted(excluded), "steps": steps,
+    }
+
+
+# --- sources ---------------------------------------------------------------------------
+
+def scenario_cases() -> Iterator[dict[str, Any]]:
+    for scenario in SCENARIOS:
+        yield case_json(f"scenario-{scenario.name}", "scenario", scenario.about,
+                        scenario.capacity, scenario.policy, [s.call for s in scenario.steps])
+
+
+def _c(op: Op, *keys: str, **kw: Any) -> Call:
+    return Call(op, tuple(keys), **kw)
+
+
+PS, CS, PL, CL, L, R = (Op.PREPARE_STORE, Op.COMPLETE_STORE, Op.PREPARE_LOAD,
+                        Op.COMPLETE_LOAD, Op.LOOKUP, Op.RESET_CACHE)
+
+ENGINE_TRACES: tuple[tuple[str, str, int, tuple[Call, ...]], ...] = (
+    ("lmcache-cpu-store-in-flight", "LMCache CPU: a chunk being written is PENDING", 1,
+     (_c(PS, "a"), _c(L, "a"))),
+    ("lmcache-cpu-put-after-clear", "LMCache CPU: a store completing after a reset does "
+     "not bring its chunk back", 1, (_c(PS, "a"), _c(R), _c(CS, "a"), _c(L, "a"))),
+    ("lmcache-cpu-clear-while-read", "LMCache CPU: a reset drops a chunk being read", 1,
+     (_c(PS, "a"), _c(CS, "a"), _c(PL, "a"), _c(R), _c(L, "a"))),
+    ("lmcache-cpu-store-while-storing", "a second store of a key being stored stores "
+     "nothing", 2, (_c(PS, "a"), _c(PS, "a"))),
+    ("lmcache-cpu-read-refreshes-lru", "LRU: a read makes its key most recently used", 2,
+     (_c(PS, "a"), _c(CS, "a"), _c(PS, "b"), _c(CS, "b"), _c(PL, "a"), _c(CL, "a"),
+      _c(PS, "c"))),
+    ("lmcache-disk-failed-store-frees", "a failed store frees its slot", 2,
+     (_c(PS, "a"), _c(CS, "a"), _c(PS, "b"), _c(CS, "b", success=False), _c(PS, "c"))),
+    ("lmcache-disk-failed-store-retried", "a key whose store failed can be stored again",
+     1, (_c(PS, "a"), _c(CS, "a", success=False), _c(PS, "a"))),
+    ("lmcache-multi-chunk-rejection", "a store that does not fit is rejected whole", 1,
+     (_c(PS, "a", "b"),)),
+)
+"""Counterexamples recorded in docs/engines.md (LMCache's, and vLLM's PR #41795 shape)."""
+
+
+def engine_cases() -> Iterator[dict[str, Any]]:
+    for name, about, capacity, calls in ENGINE_TRACES:
+        yield case_json(f"engines-{name}", "engines", about, capacity, Policy.LRU, calls)
+
+
+def _running_jobs(state: CacheState) -> list[tuple[CopyKind, int, tuple[object, ...]]]:
+    jobs: dict[tuple[CopyKind, int], list[object]] = {}
+    for block in sorted(state.blocks, key=lambda b: b.slot):
+        if block.ticket is not None:
+            jobs.setdefault((CopyKind.STORE, block.ticket), []).append(block.key)
+        for ticket in block.loads:
+            jobs.setdefault((CopyKind.LOAD, ticket), []).append(block.key)
+    for orphan in sorted(state.orphans, key=lambda o: o.slot):
+        for ticket in orphan.tickets:
+            jobs.setdefault((orphan.kind, ticket), []).append(orphan.key)
+    return [(kind, ticket, tuple(keys)) for (kind, ticket), keys in jobs.items()]
+
+
+def tiny_alphabet(state: CacheState, resets: int, issued: Sequence[int]) -> list[Call]:
+    """The calls the TINY bound allows in ``state``."""
+    keys = TINY_KEYS
+    calls: list[Call] = [_c(L, k) for k in keys]
+    lists: list[tuple[str, ...]] = [(k,) for k in keys]
+    lists += [(a, b) for a in keys for b in keys]  # TINY_WIDTH keys, repeats included
+    calls += [Call(PS, ks) for ks in lists]
+    calls += [Call(PL, ks) for ks in lists]
+    calls += [Call(Op.TOUCH, (k,)) for k in keys]
+    for kind, ticket, job_keys in _running_jobs(state):
+        op = CS if kind is CopyKind.STORE else CL
+        for success in ((True, False) if op is CS else (True,)):
+            calls.append(Call(op, job_keys, success=success, ticket=ticket))
+            calls.append(Call(op, job_keys, success=success))
+    for ticket in issued:
+        if not any(t == ticket for _, t, _ in _running_jobs(state)):
+            calls.append(Call(CS, (keys[0],), ticket=ticket))  # a finished job's ticket
+            break
+    calls += [Call(CS, (k,)) for k in keys] + [Call(CL, (k,)) for k in keys]
+    if resets < TINY_RESETS:
+        calls.append(Call(R))
+    calls.append(Call(Op.TAKE_EVENTS))
+    return list(dict.fromkeys(calls))
+
+
+def _canonical(calls: Sequence[Call]) -> tuple[object, ...]:
+    """The trace up to renaming of keys (first seen, first named) and tickets."""
+    rename: dict[object, int] = {}
+    tickets: dict[int, int] = {}
+    out: list[object] = []
+    for call in calls:
+        keys = tuple(rename.setdefault(k, len(rename)) for k in call.keys)
+        ticket = None if call.ticket is None else tickets.setdefault(call.ticket, len(tickets))
+        out.append((call.op.value, keys, call.success, ticket))
+    return tuple(out)
+
+
+def tiny_traces(depth: int) -> list[tuple[Call, ...]]:
+    """Every trace of up to ``depth`` calls at TINY, one per renaming class."""
+    seen: set[tuple[object, ...]] = set()
+    traces: list[tuple[Call, ...]] = []
+    frontier: list[tuple[tuple[Call, ...], CacheState, int, tuple[int, ...]]] = [
+        ((), initial_state(TINY_CAPACITY, Policy.LRU), 0, ())]
+    for _ in range(depth):
+        nxt = []
+        for calls, state, resets, issued in frontier:
+            for call in tiny_alphabet(state, resets, issued):
+                trace = (*calls, call)
+                key = _canonical(trace)
+                if key in seen:
+                    continue
+                seen.add(key)
+                try:
+                    new, output = apply(state, call)
+                except MisuseError:
+                    new, output = state, None
+                more = issued
+                if isinstance(output, StorePlan | LoadPlan):
+                    more = (*issued, output.ticket)
+                traces.append(trace)
+                nxt.append((trace, new, resets + (call.op is R), more))
+        frontier = nxt
+    return traces
+
+
+def tiny_cases(depth: int) -> Iterator[dict[str, Any]]:
+    for number, calls in enumerate(tiny_traces(depth)):
+        yield case_json(f"tiny-{len(calls)}-{number:06d}", "tiny",
+                        f"trace {number} of up to {depth} calls at TINY", TINY_CAPACITY,
+                        Policy.LRU, calls)
+
+
+def all_cases(depth: int) -> Iterator[dict[str, Any]]:
+    yield from scenario_cases()
+    yield from engine_cases()
+    yield from tiny_cases(depth)
+
+
+def write_corpus(directory: Path, depth: int = 3) -> dict[str, int]:
+    """Write the corpus under ``directory``; returns how many cases each source gave."""
+    cases = directory / "cases"
+    cases.mkdir(parents=True, exist_ok=True)
+    for old in cases.glob("*.json"):
+        old.unlink()
+    counts: dict[str, int] = {}
+    names = []
+    for case in all_cases(depth):
+        (cases / f"{case['name']}.json").write_text(json.dumps(case, indent=1) + "\n",
+                                                    encoding="utf-8")
+        counts[case["source"]] = counts.get(case["source"], 0) + 1
+        names.append(case["name"])
+    (directory / "schema.json").write_text(SCHEMA_FILE.read_text(encoding="utf-8"),
+                                           encoding="utf-8")
+    index = {"corpus_version": CORPUS_VERSION, "tiny_depth": depth, "counts": counts,
+             "cases": names}
+    (directory / "index.json").write_text(json.dumps(index, indent=1) + "\n",
+                                          encoding="utf-8")
+    return counts
+
+
+def load_cases(directory: Path) -> list[dict[str, Any]]:
+    """Every case under ``directory/cases``, after checking the corpus version."""
+    index = json.loads((directory / "index.json").read_text(encoding="utf-8"))
+    if index.get("corpus_version") != CORPUS_VERSION:
+        raise ValueError(f"{directory} holds corpus version {index.get('corpus_version')}; "
+                         f"this kvoffload reads version {CORPUS_VERSION}")
+    return [json.loads((directory / "cases" / f"{name}.json").read_text(encoding="utf-8"))
+            for name in index["cases"]]
+
