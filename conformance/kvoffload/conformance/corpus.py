@@ -22,7 +22,9 @@ reset, calls of at most 2 keys; deduplicated up to renaming of keys, slots and t
 
 from __future__ import annotations
 
+import contextlib
 import json
+import random
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,7 @@ from kvoffload.spec import (
     LookupResult,
     MisuseError,
     Op,
+    Phase,
     Policy,
     StorePlan,
     StoreRejected,
@@ -294,13 +297,15 @@ def tiny_cases(depth: int) -> Iterator[dict[str, Any]]:
                         Policy.LRU, calls)
 
 
-def all_cases(depth: int) -> Iterator[dict[str, Any]]:
+def all_cases(depth: int, selftest: bool = True) -> Iterator[dict[str, Any]]:
     yield from scenario_cases()
     yield from engine_cases()
+    if selftest:
+        yield from selftest_cases()
     yield from tiny_cases(depth)
 
 
-def write_corpus(directory: Path, depth: int = 3) -> dict[str, int]:
+def write_corpus(directory: Path, depth: int = 3, selftest: bool = True) -> dict[str, int]:
     """Write the corpus under ``directory``; returns how many cases each source gave."""
     cases = directory / "cases"
     cases.mkdir(parents=True, exist_ok=True)
@@ -308,7 +313,7 @@ def write_corpus(directory: Path, depth: int = 3) -> dict[str, int]:
         old.unlink()
     counts: dict[str, int] = {}
     names = []
-    for case in all_cases(depth):
+    for case in all_cases(depth, selftest):
         (cases / f"{case['name']}.json").write_text(json.dumps(case, indent=1) + "\n",
                                                     encoding="utf-8")
         counts[case["source"]] = counts.get(case["source"], 0) + 1
@@ -331,3 +336,105 @@ def load_cases(directory: Path) -> list[dict[str, Any]]:
     return [json.loads((directory / "cases" / f"{name}.json").read_text(encoding="utf-8"))
             for name in index["cases"]]
 
+
+
+# --- the self-test's seeded variants -----------------------------------------------------
+
+SELFTEST_SEED = 20261202
+SELFTEST_TRIES = 1500
+"""Random traces tried per variant (fixed seeds) before giving up on it."""
+
+
+def random_trace(
+    rng: random.Random, capacity: int, policy: Policy, length: int
+) -> tuple[Call, ...]:
+    """A trace drawn from the spec's state: stores, completions in both forms (and
+    failures), loads, touches, one reset, events, and misuse now and then."""
+    keys = tuple(chr(ord("a") + i) for i in range(capacity + 2))
+    state = initial_state(capacity, policy)
+    calls: list[Call] = []
+    resets = 0
+    for _ in range(length):
+        jobs = _running_jobs(state)
+        ready = sorted(state.keys_in(Phase.READY), key=repr)
+        choice = rng.choice(("lookup", "store", "store", "complete", "complete", "load",
+                             "touch", "reset", "events", "misuse"))
+        if choice == "complete" and jobs:
+            kind, ticket, job_keys = rng.choice(jobs)
+            op = CS if kind is CopyKind.STORE else CL
+            call = Call(op, job_keys, success=rng.random() < 0.75 or op is CL,
+                        ticket=ticket if rng.random() < 0.5 else None)
+        elif choice == "load" and ready:
+            call = Call(PL, tuple(rng.choice(ready) for _ in range(rng.randint(1, 2))))
+        elif choice == "touch" and ready:
+            call = Call(Op.TOUCH, tuple(rng.sample(ready, min(len(ready), 2))))
+        elif choice == "reset" and resets < 1:
+            call, resets = Call(R), resets + 1
+        elif choice == "events":
+            call = Call(Op.TAKE_EVENTS)
+        elif choice == "lookup":
+            call = Call(L, (rng.choice(ready if ready and rng.random() < 0.5 else keys),))
+        elif choice == "misuse":
+            some = (rng.choice(ready),) if ready and rng.random() < 0.5 else ()
+            call = Call(rng.choice((PL, CL)), (*some, rng.choice(keys)))
+        else:
+            call = Call(PS, tuple(rng.choice(keys) for _ in range(rng.randint(1, 2))))
+        with contextlib.suppress(MisuseError):
+            state, _ = apply(state, call)
+        calls.append(call)
+    return tuple(calls)
+
+
+def _shrink(calls: tuple[Call, ...], fails: Any) -> tuple[Call, ...]:
+    """Drop calls one at a time while the trace still fails (tickets renumbered by the
+    spec: a completion naming a dropped plan's ticket goes with it)."""
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(calls)):
+            shorter = calls[:i] + calls[i + 1:]
+            if shorter and fails(shorter):
+                calls, changed = shorter, True
+                break
+    return calls
+
+
+def selftest_cases(tries: int = SELFTEST_TRIES) -> Iterator[dict[str, Any]]:
+    """For each seeded variant of ``kvoffload check --self-test``: the first random trace
+    (fixed seeds) it fails, shrunk; variants no trace kills within ``tries`` give none."""
+    from .selftest import CATALOGUE
+
+    for entry in CATALOGUE:
+        if entry.kind == "variant":
+            case = _killing_case(entry, tries)
+            if case is not None:
+                yield case
+
+
+def _killing_case(entry: Any, tries: int) -> dict[str, Any] | None:
+    from .config import CheckConfig
+    from .corpus_replay import make_driver, replay_case
+
+    config = CheckConfig(policy=entry.policy, level=entry.level)
+    try:
+        build = make_driver(entry.target, config)
+    except Exception:  # a variant that cannot be built has nothing to replay
+        return None
+
+    def fails(calls: Sequence[Call], capacity: int) -> bool:
+        case = case_json("probe", "selftest", "", capacity, entry.policy, calls)
+        if case["level"] == "exact" and entry.level.value != "exact":
+            return False
+        return replay_case(case, build) is not None
+
+    rng = random.Random(SELFTEST_SEED)
+    for _ in range(tries):
+        capacity = rng.randint(1, 4)
+        calls = random_trace(rng, capacity, entry.policy, 12)
+        if fails(calls, capacity):
+            calls = _shrink(calls, lambda c, n=capacity: fails(c, n))
+            return case_json(f"selftest-{entry.cls}-{entry.policy.value}-{entry.level.value}",
+                             "selftest", f"kills the seeded variant {entry.cls} "
+                             f"({entry.policy.value}, level {entry.level.value})",
+                             capacity, entry.policy, calls)
+    return None
