@@ -120,6 +120,11 @@ class NativeDriver:
 
     tickets = True
 
+    def lacks(self) -> set[str]:
+        """Optional operations the manager does not offer."""
+        return {op for op in ("touch", "reset_cache", "take_events")
+                if not callable(getattr(self.manager, op, None))}
+
     def step(self, call: dict[str, Any], expect: dict[str, Any], names: _Bindings) -> None:
         op, keys = call["op"], _keys(call)
         kwargs: dict[str, Any] = {}
@@ -213,6 +218,11 @@ class AdapterDriver:
         self.adapter = adapter
         self.profile = profile
         self.subscriber: set[Any] = set()
+
+    def lacks(self) -> set[str]:
+        caps = self.adapter.capabilities
+        return {op for op, has in (("touch", caps.touch), ("reset_cache", caps.reset),
+                                   ("take_events", caps.events)) if not has}
 
     def step(self, call: dict[str, Any], expect: dict[str, Any], names: _Bindings) -> None:
         a, op, keys = self.adapter, call["op"], _keys(call)
@@ -309,10 +319,15 @@ def replay_case(case: dict[str, Any], build: Callable[[int], Any]) -> tuple[int,
 def replay_corpus(directory: Path, target: str, config: CheckConfig) -> Outcome:
     cases = load_cases(directory)
     build = make_driver(target, config)
-    native = isinstance(build(1), NativeDriver)
+    sample = build(1)
+    native = isinstance(sample, NativeDriver)
+    lacks = sample.lacks()
     outcome = Outcome()
     for case in cases:
         why = applies(case, config)
+        missing = sorted(lacks & {s["call"]["op"] for s in case["steps"]})
+        if why is None and missing:
+            why = "the target has no " + ", ".join(missing)
         if why is None and not native and any("ticket" in s["call"] for s in case["steps"]):
             why = "completions name a ticket; this target's API has none"
         if why is not None:
