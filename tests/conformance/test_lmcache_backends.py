@@ -131,3 +131,33 @@ def test_disk_failed_write_blocks_the_chunk_forever() -> None:
     assert found is not None
     assert found.prop == "lookup"
     assert "answered PENDING" in found.message
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from kvoffload.conformance.corpus import write_corpus
+
+    directory = tmp_path_factory.mktemp("corpus")
+    write_corpus(directory, depth=2, selftest=False)
+    return directory
+
+
+def test_corpus_replay_on_the_cpu_backend(corpus: Any) -> None:
+    from kvoffload.conformance.corpus_replay import replay_corpus
+
+    fit = CheckConfig(profile=Profile.SAFE, assume=CPU_FIT, max_keys_per_call=1)
+    outcome = replay_corpus(corpus, TARGET, fit)
+    assert outcome.passed
+    assert not outcome.failed
+    exact = replay_corpus(corpus, TARGET, CheckConfig(
+        profile=Profile.SAFE, assume=CPU_FIT, max_keys_per_call=1, level=Level.EXACT))
+    assert [name for name, _, _ in exact.failed] == ["engines-lmcache-cpu-read-refreshes-lru"]
+
+
+def test_corpus_replay_on_the_disk_backend(corpus: Any) -> None:
+    from kvoffload.conformance.corpus_replay import replay_corpus
+
+    config = CheckConfig(adapter="lmcache-disk", max_keys_per_call=1)
+    failed = {name for name, _, _ in replay_corpus(corpus, TARGET, config).failed}
+    assert {"engines-lmcache-disk-failed-store-frees",
+            "engines-lmcache-disk-failed-store-retried"} <= failed

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import dataclasses
 import importlib
 import shutil
 import tempfile
@@ -108,6 +109,15 @@ class _Keys:
 
     def back(self, raw: Any) -> Key:
         return self._from[raw]
+
+
+def _capabilities(touch: bool, reset: bool) -> Capabilities:
+    """No events, no job names (tickets or epochs), misuse answered by None, a lookup
+    that can say PENDING (the disk backend does; the CPU backend's never does)."""
+    no_job_names = {f.name: False for f in dataclasses.fields(Capabilities)
+                    if f.name in ("completion_epochs", "completion_tickets")}
+    return Capabilities(touch=touch, reset=reset, events=False, typed_misuse=False,
+                        strict_lookup=True, **no_job_names)
 
 
 def _outcome(
@@ -178,9 +188,7 @@ class CpuAdapter(_Base):
             memory_allocator=allocator.HostMemoryAllocator(capacity * CHUNK_BYTES))
         self.writing: dict[Key, list[Any]] = {}
         """Buffers allocated for a store and not yet put (the chunk being written)."""
-        self.capabilities = Capabilities(
-            touch=True, reset=True, events=False, completion_epochs=False,
-            typed_misuse=False, strict_lookup=True)
+        self.capabilities = _capabilities(touch=True, reset=True)
 
     def _resident(self) -> frozenset[Key]:
         return frozenset(self.keys.back(raw) for raw in self.backend.get_keys())
@@ -208,7 +216,7 @@ class CpuAdapter(_Base):
         return _outcome(stored, slots, evicted, full)
 
     def complete_store(
-        self, keys: Sequence[Key], success: bool, epoch: int | None
+        self, keys: Sequence[Key], success: bool, ticket: int | None
     ) -> Completion | None:
         for key in keys:
             held = self.writing.get(key)
@@ -230,7 +238,7 @@ class CpuAdapter(_Base):
             slots.append(obj.metadata.address // CHUNK_BYTES)
         return LoadOutcome(None, tuple(slots))
 
-    def complete_load(self, keys: Sequence[Key], epoch: int | None) -> Completion | None:
+    def complete_load(self, keys: Sequence[Key], ticket: int | None) -> Completion | None:
         for key in keys:
             self._release_read(key)
         return None
@@ -324,9 +332,8 @@ class DiskAdapter(_Base):
 
         self.backend.write_file = held_write
         self.closed = False
-        self.capabilities = Capabilities(
-            touch=True, reset=callable(getattr(self.backend, "clear", None)), events=False,
-            completion_epochs=False, typed_misuse=False, strict_lookup=True)
+        self.capabilities = _capabilities(
+            touch=True, reset=callable(getattr(self.backend, "clear", None)))
         _OPEN.append(weakref.ref(self))
 
     def close(self) -> None:
@@ -399,7 +406,7 @@ class DiskAdapter(_Base):
         return _outcome(stored, slots, evicted, full)
 
     def complete_store(
-        self, keys: Sequence[Key], success: bool, epoch: int | None
+        self, keys: Sequence[Key], success: bool, ticket: int | None
     ) -> Completion | None:
         for key in keys:
             queue = self.pending.get(key)
@@ -427,7 +434,7 @@ class DiskAdapter(_Base):
             slots.append(self.slot[key])
         return LoadOutcome(None, tuple(slots))
 
-    def complete_load(self, keys: Sequence[Key], epoch: int | None) -> Completion | None:
+    def complete_load(self, keys: Sequence[Key], ticket: int | None) -> Completion | None:
         for key in keys:
             self._release_read(key)
             self.backend.unpin(self.keys(key))
