@@ -59,7 +59,7 @@ def test_index_counts_each_source(corpus: Path) -> None:
     assert index["corpus_version"] == CORPUS_VERSION
     assert index["counts"]["tiny"] == len(tiny_traces(2)) == 313
     assert index["counts"]["scenario"] >= 19
-    assert index["counts"]["engines"] >= 8
+    assert index["counts"]["engines"] >= 17
     assert index["counts"]["selftest"] >= 20
 
 

@@ -203,6 +203,24 @@ ENGINE_TRACES: tuple[tuple[str, str, int, tuple[Call, ...]], ...] = (
      1, (_c(PS, "a"), _c(CS, "a", success=False), _c(PS, "a"))),
     ("lmcache-multi-chunk-rejection", "a store that does not fit is rejected whole", 1,
      (_c(PS, "a", "b"),)),
+    ("vllm-0.18-complete-store-empty", "vLLM 0.18: a completion for a key no store runs "
+     "is ignored", 1, (_c(CS, "a"),)),
+    ("vllm-0.20-pr41795", "vLLM 0.20.2: a block whose store is in flight is PENDING", 4,
+     (_c(PS, "a"), _c(L, "a"))),
+    ("vllm-0.24-reset-events", "vLLM 0.24 to 0.34: a reset's removals reach the "
+     "subscriber", 1, (_c(PS, "a"), _c(CS, "a"), _c(R), _c(Op.TAKE_EVENTS))),
+    ("vllm-duplicate-key-store", "vLLM 0.18 to 0.25: a key named twice is stored once",
+     2, (_c(PS, "a", "a"),)),
+    ("vllm-duplicate-key-store-1-slot", "vLLM 0.24, 0.25: a key named twice fits one slot",
+     1, (_c(PS, "a", "a"),)),
+    ("vllm-unmatched-complete-load", "vLLM 0.18: complete_load with no load is misuse", 1,
+     (_c(CL, "a"),)),
+    ("vllm-load-misuse-pins-nothing", "vLLM 0.20, 0.21: a rejected prepare_load pins "
+     "nothing", 1, (_c(PS, "a"), _c(CS, "a"), _c(PL, "a", "b"), _c(PS, "n"))),
+    ("vllm-store-into-running-slot", "vLLM 0.24, 0.25: a slot a reset left a running copy "
+     "in is not handed out", 1, (_c(PS, "a"), _c(R), _c(PS, "a"))),
+    ("vllm-O-prepare-load-empty", "vLLM 0.24 under -O: prepare_load on an empty tier is "
+     "misuse", 1, (_c(PL, "a"),)),
 )
 """Counterexamples recorded in docs/engines.md (LMCache's, and vLLM's PR #41795 shape)."""
 
