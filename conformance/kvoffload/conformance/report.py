@@ -25,7 +25,7 @@ SCHEMA = "kvoffload-conformance-report/1"
 
 def call_json(call: Call, drain: bool) -> dict[str, Any]:
     return {"op": call.op.value, "keys": [_plain(k) for k in call.keys],
-            "success": call.success, "epoch": call.epoch, "origin": call.origin,
+            "success": call.success, "ticket": call.ticket, "job": call.job,
             "text": str(call), "drain": drain}
 
 
@@ -216,10 +216,10 @@ def _call_source(call: Call) -> str:
         parts.append(repr(tuple(call.keys)))
     if not call.success:
         parts.append("success=False")
-    if call.epoch is not None:
-        parts.append(f"epoch={call.epoch}")
-    if call.origin is not None:
-        parts.append(f"origin={call.origin}")
+    if call.ticket is not None:
+        parts.append(f"ticket={call.ticket}")
+    if call.job is not None:
+        parts.append(f"job={call.job}")
     return f"Call({', '.join(parts)})"
 
 
