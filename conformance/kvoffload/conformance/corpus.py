@@ -8,8 +8,11 @@ what a target may choose is written as a constraint:
 - slots and tickets are symbolic names (``s0``, ``t0``) bound at first sight; a new slot
   name must be bound to a slot no name in the previous step's ``held`` list has, a new
   ticket name to a value never seen before in the case;
-- victims are exact; a case in which some eviction had a choice is tagged ``level:
-  exact`` with its ``policy`` (only targets checked at that level and policy replay it);
+- victims are the spec's exact set; where the eviction had a choice, ``evicted_from``
+  lists the allowed victims. A case in which a choice comes before its last call (later
+  answers depend on it) is tagged ``level: exact`` with its ``policy`` (only targets
+  checked at that level and policy replay it); at level any a replayer checks a last
+  call's victims against ``evicted_from`` (as many as the spec evicts, distinct);
 - a case with a PENDING answer is tagged ``profile: strict`` (a safe-profile replayer
   accepts MISS there); ``excluded_by`` lists the assumptions under which a target may
   skip the case (it makes a call they rule out).
@@ -125,6 +128,8 @@ def _step(state: CacheState, call: Call, names: _Names) -> tuple[CacheState, dic
         expect = {"kind": "store_plan", "keys": _keys(output.keys), "slots": slots,
                   "evicted": _sorted(output.evicted),
                   "ticket": names.new_ticket(output.ticket)}
+        if chose:
+            expect["evicted_from"] = _sorted(candidates)
     elif isinstance(output, StoreRejected):
         expect = {"kind": "rejected", "needed": output.needed, "available": output.available}
     elif isinstance(output, LoadPlan):
@@ -153,12 +158,14 @@ def case_json(name: str, source: str, about: str, capacity: int, policy: Policy,
     chose = False
     excluded: set[str] = set()
     pending = False
-    for call in calls:
+    for number, call in enumerate(calls, 1):
         for assumption in ASSUMPTIONS.values():
             if assumption.excludes(state, call):
                 excluded.add(assumption.name)
         state, step, choice = _step(state, call, names)
-        chose = chose or choice
+        # A choice in the last call leaves no later answer depending on it: the case
+        # stays at level any, its victims checked against ``evicted_from``.
+        chose = chose or (choice and number < len(calls))
         pending = pending or step["expect"] == {"kind": "lookup", "result": "PENDING"}
         steps.append(step)
     return {
@@ -376,7 +383,7 @@ def random_trace(
         jobs = _running_jobs(state)
         ready = sorted(state.keys_in(Phase.READY), key=repr)
         choice = rng.choice(("lookup", "store", "store", "complete", "complete", "load",
-                             "touch", "reset", "events", "misuse"))
+                             "touch", "reset", "events", "misuse", "stray"))
         if choice == "complete" and jobs:
             kind, ticket, job_keys = rng.choice(jobs)
             op = CS if kind is CopyKind.STORE else CL
@@ -388,6 +395,8 @@ def random_trace(
             call = Call(Op.TOUCH, tuple(rng.sample(ready, min(len(ready), 2))))
         elif choice == "reset" and resets < 1:
             call, resets = Call(R), resets + 1
+        elif choice == "stray":  # a completion no store is running for, in vLLM's form
+            call = Call(CS, (rng.choice(keys),), success=rng.random() < 0.5)
         elif choice == "events":
             call = Call(Op.TAKE_EVENTS)
         elif choice == "lookup":
