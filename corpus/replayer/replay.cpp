@@ -217,6 +217,12 @@ void step(Toy& toy, Bindings& names, const json& call, const json& expect) {
                 std::set<Key>(chosen.begin(), chosen.end()).size() == chosen.size();
       for (auto& k : chosen) ok = ok && allowed.count(k);
       if (!ok) throw Failed{"evicted " + got["evicted"].dump() + ", not from " + expect["evicted_from"].dump()};
+      std::map<Key, std::string> slot_of;  // the chosen victims' slots are free, not the spec's
+      for (size_t i = 0; i < expect["evicted_from"].size(); ++i)
+        slot_of[expect["evicted_from"][i].dump()] = expect["evicted_from_slots"][i];
+      for (auto& k : keys_of(expect["evicted"])) names.held.push_back(slot_of[k]);
+      for (auto& k : chosen)
+        names.held.erase(std::remove(names.held.begin(), names.held.end(), slot_of[k]), names.held.end());
     } else if (kind == "store_plan") same(expect["evicted"], got["evicted"], "evicted");
     for (size_t i = 0; i < expect["slots"].size(); ++i) names.slot(expect["slots"][i], got["slots"][i]);
     names.ticket(expect["ticket"], got["ticket"]);

@@ -12,7 +12,9 @@ what a target may choose is written as a constraint:
   lists the allowed victims. A case in which a choice comes before its last call (later
   answers depend on it) is tagged ``level: exact`` with its ``policy`` (only targets
   checked at that level and policy replay it); at level any a replayer checks a last
-  call's victims against ``evicted_from`` (as many as the spec evicts, distinct);
+  call's victims against ``evicted_from`` (as many as the spec evicts, distinct), and
+  counts the slots (``evicted_from_slots``) of the victims it chose as free, not the
+  spec's;
 - a case with a PENDING answer is tagged ``profile: strict`` (a safe-profile replayer
   accepts MISS there); ``excluded_by`` lists the assumptions under which a target may
   skip the case (it makes a call they rule out).
@@ -122,6 +124,8 @@ def _step(state: CacheState, call: Call, names: _Names) -> tuple[CacheState, dic
     elif isinstance(output, StorePlan):
         candidates = state.evictable() - frozenset(call.keys)
         chose = bool(output.evicted) and len(candidates) > len(output.evicted)
+        allowed = _sorted(candidates)
+        allowed_slots = [names.slot[state.table[k].slot] for k in allowed]
         for victim in output.evicted:
             names.slot.pop(state.table[victim].slot, None)
         slots = [names.new_slot(s) for s in output.slots]
@@ -129,7 +133,8 @@ def _step(state: CacheState, call: Call, names: _Names) -> tuple[CacheState, dic
                   "evicted": _sorted(output.evicted),
                   "ticket": names.new_ticket(output.ticket)}
         if chose:
-            expect["evicted_from"] = _sorted(candidates)
+            expect["evicted_from"] = allowed
+            expect["evicted_from_slots"] = allowed_slots
     elif isinstance(output, StoreRejected):
         expect = {"kind": "rejected", "needed": output.needed, "available": output.available}
     elif isinstance(output, LoadPlan):

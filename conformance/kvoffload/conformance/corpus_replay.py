@@ -105,9 +105,10 @@ def _keys(data: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(data.get("keys", ()))
 
 
-def _victims(expect: dict[str, Any], got: Sequence[Any], level: Level) -> None:
+def _victims(expect: dict[str, Any], got: Sequence[Any], level: Level,
+             names: _Bindings) -> None:
     """Exactly the spec's victims, or at level any (where the case lists them) as many
-    distinct victims from ``evicted_from``."""
+    distinct victims from ``evicted_from``, whose slots are then free, not the spec's."""
     allowed = expect.get("evicted_from")
     if level is Level.EXACT or allowed is None:
         _same(expect["evicted"], got, "evicted")
@@ -117,6 +118,9 @@ def _victims(expect: dict[str, Any], got: Sequence[Any], level: Level) -> None:
             or not chosen <= set(map(repr, allowed)):
         raise CaseFailed(f"evicted: {len(expect['evicted'])} distinct of {allowed}; the "
                          f"target evicted {list(got)}")
+    slot_of = dict(zip(map(repr, allowed), expect["evicted_from_slots"], strict=True))
+    held = set(names.held) | {slot_of[repr(k)] for k in expect["evicted"]}
+    names.held = sorted(held - {slot_of[k] for k in chosen})
 
 
 def _same(expected: Sequence[Any], got: Sequence[Any], what: str) -> None:
@@ -181,7 +185,7 @@ def check_native(expect: dict[str, Any], out: Any, names: _Bindings, profile: Pr
         _same(expect["keys"], out.keys, "keys to store")
         if list(map(repr, expect["keys"])) != list(map(repr, out.keys)):
             raise CaseFailed(f"keys to store in call order: {expect['keys']} vs {out.keys}")
-        _victims(expect, out.evicted, level)
+        _victims(expect, out.evicted, level, names)
         for name, value in zip(expect["slots"], out.slots, strict=True):
             names.slot(name, int(value))
         names.ticket(expect["ticket"], out.ticket)
@@ -281,7 +285,7 @@ class AdapterDriver:
             if list(map(repr, expect["keys"])) != list(map(repr, out.keys)):
                 raise CaseFailed(f"keys to store: expected {expect['keys']}, got "
                                  f"{list(out.keys)}")
-            _victims(expect, out.evicted, self.level)
+            _victims(expect, out.evicted, self.level, names)
             for name, value in zip(expect["slots"], out.slots, strict=True):
                 names.slot(name, value)
         elif kind == "load_plan":
