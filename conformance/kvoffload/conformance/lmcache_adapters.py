@@ -120,6 +120,14 @@ def _capabilities(touch: bool, reset: bool) -> Capabilities:
                         strict_lookup=True, **no_job_names)
 
 
+def _take(held: list[tuple[int, Any]], resets: int) -> Any:
+    """The buffer a completion without a job name releases: the oldest one started since
+    the last reset (the live block's job), else the oldest from before it: what the
+    spec's vLLM form matches, and what a caller holding each job's buffer would release."""
+    index = next((i for i, (since, _) in enumerate(held) if since == resets), 0)
+    return held.pop(index)[1]
+
+
 def _outcome(
     stored: list[Key], slots: list[int], evicted: list[Key], full: bool
 ) -> StoreOutcome:
@@ -138,8 +146,10 @@ class _Base:
 
     def __init__(self) -> None:
         self.keys = _Keys()
-        self.reads: dict[Key, list[Any]] = {}
-        """Buffers ``get_blocking`` handed out and not yet released, oldest first."""
+        self.reads: dict[Key, list[tuple[int, Any]]] = {}
+        """Buffers ``get_blocking`` handed out and not yet released, oldest first, each
+        with the number of resets before it."""
+        self.resets = 0
 
     def _resident(self) -> frozenset[Key]:
         raise NotImplementedError
@@ -169,7 +179,7 @@ class _Base:
         if not held:
             raise Refused(f"no get_blocking buffer of {key!r} is held, so there is nothing "
                           "to ref_count_down")
-        obj = held.pop(0)
+        obj = _take(held, self.resets)
         obj.ref_count_down()
         return obj
 
@@ -186,7 +196,7 @@ class CpuAdapter(_Base):
         self.backend = backend_cls(
             _config(local_cpu=True, max_local_cpu_size=capacity * CHUNK_BYTES / 1024**3),
             memory_allocator=allocator.HostMemoryAllocator(capacity * CHUNK_BYTES))
-        self.writing: dict[Key, list[Any]] = {}
+        self.writing: dict[Key, list[tuple[int, Any]]] = {}
         """Buffers allocated for a store and not yet put (the chunk being written)."""
         self.capabilities = _capabilities(touch=True, reset=True)
 
@@ -210,7 +220,7 @@ class CpuAdapter(_Base):
                 # for this call's earlier chunks stays; report exactly that.
                 full = True
                 break
-            self.writing.setdefault(key, []).append(obj)
+            self.writing.setdefault(key, []).append((self.resets, obj))
             stored.append(key)
             slots.append(obj.metadata.address // CHUNK_BYTES)
         return _outcome(stored, slots, evicted, full)
@@ -222,7 +232,7 @@ class CpuAdapter(_Base):
             held = self.writing.get(key)
             if not held:
                 continue
-            obj = held.pop(0)
+            obj = _take(held, self.resets)
             if success:
                 self.backend.submit_put_task(self.keys(key), obj)
             obj.ref_count_down()
@@ -234,7 +244,7 @@ class CpuAdapter(_Base):
             obj = self.backend.get_blocking(self.keys(key))
             if obj is None:
                 raise Refused(f"get_blocking({key!r}) returned None")
-            self.reads.setdefault(key, []).append(obj)
+            self.reads.setdefault(key, []).append((self.resets, obj))
             slots.append(obj.metadata.address // CHUNK_BYTES)
         return LoadOutcome(None, tuple(slots))
 
@@ -245,6 +255,7 @@ class CpuAdapter(_Base):
 
     def reset_cache(self) -> int | None:
         self.backend.clear()
+        self.resets += 1
         return None
 
 
@@ -313,7 +324,7 @@ class DiskAdapter(_Base):
             config, memory_allocator=allocator.HostMemoryAllocator(STAGING_CHUNKS * CHUNK_BYTES))
         self.backend = disk_module.LocalDiskBackend(config, _Loop.get(), self.staging)
         self.writes: dict[str, _Write] = {}
-        self.pending: dict[Key, list[_Write]] = {}
+        self.pending: dict[Key, list[tuple[int, _Write]]] = {}
         self.slot: dict[Key, int] = {}
         self._lock = threading.Lock()
         original: Callable[[Any, str], None] = self.backend.write_file
@@ -342,7 +353,7 @@ class DiskAdapter(_Base):
             return
         self.closed = True
         for queue in self.pending.values():
-            for write in queue:
+            for _, write in queue:
                 write.success = False
                 write.go.set()
         with self._lock:
@@ -400,7 +411,7 @@ class DiskAdapter(_Base):
                     self.writes.pop(self.backend._key_to_path(raw), None)
                 full = True
                 break  # one chunk at a time, as on the CPU backend
-            self.pending.setdefault(key, []).append(write)
+            self.pending.setdefault(key, []).append((self.resets, write))
             stored.append(key)
             slots.append(self._new_slot(key))
         return _outcome(stored, slots, evicted, full)
@@ -412,7 +423,7 @@ class DiskAdapter(_Base):
             queue = self.pending.get(key)
             if not queue:
                 continue
-            write = queue.pop(0)
+            write = _take(queue, self.resets)
             write.success = success
             write.go.set()
             if not write.done.wait(WAIT_S):
@@ -430,7 +441,7 @@ class DiskAdapter(_Base):
             if obj is None:
                 self.backend.unpin(raw)
                 raise Refused(f"get_blocking({key!r}) returned None")
-            self.reads.setdefault(key, []).append(obj)
+            self.reads.setdefault(key, []).append((self.resets, obj))
             slots.append(self.slot[key])
         return LoadOutcome(None, tuple(slots))
 
@@ -443,5 +454,6 @@ class DiskAdapter(_Base):
 
     def reset_cache(self) -> int | None:
         self.backend.clear()
+        self.resets += 1
         self._renumber()
         return None
