@@ -48,6 +48,7 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kvoffload.spec import Completion, Key, LookupResult
@@ -271,6 +272,10 @@ class _Loop:
         with cls._lock:
             if cls._loop is None:
                 loop = asyncio.new_event_loop()
+                # LMCache's disk executor runs each write with asyncio.to_thread, in the
+                # loop's default pool (6 threads on 2 cores); the writes the adapter holds
+                # each keep a thread, so give it room for every write any tier can hold.
+                loop.set_default_executor(ThreadPoolExecutor(max_workers=64))
                 threading.Thread(target=loop.run_forever, name="kvoffload-lmcache-loop",
                                  daemon=True).start()
                 cls._loop = loop
@@ -282,12 +287,20 @@ _OPEN: list[weakref.ref[DiskAdapter]] = []
 threads and temporary directories), since the suite builds one per example."""
 
 
-@atexit.register
-def _close_all() -> None:
+def _at_exit() -> None:
+    """Fail the writes still held and remove the open adapters' directories, before
+    Python joins the pools' threads (a held write would keep its thread for ever)."""
     for ref in _OPEN:
         adapter = ref()
         if adapter is not None:
-            adapter.close()
+            adapter.release_writes()
+            shutil.rmtree(adapter.directory, ignore_errors=True)
+
+
+# Runs before concurrent.futures joins its workers (registered after it, run first);
+# atexit would run after that join.
+_register_at_exit = getattr(threading, "_register_atexit", atexit.register)
+_register_at_exit(_at_exit)
 
 
 class _Write:
@@ -332,7 +345,7 @@ class DiskAdapter(_Base):
         def held_write(buffer: Any, path: str) -> None:
             with self._lock:
                 write = self.writes.pop(path)
-            write.go.wait()
+            write.go.wait()  # until the suite completes this store (or the program ends)
             try:
                 if not write.success:
                     raise OSError(f"kvoffload: the suite failed this store ({path})")
@@ -352,6 +365,12 @@ class DiskAdapter(_Base):
         if self.closed:
             return
         self.closed = True
+        self.release_writes()
+        self.backend.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def release_writes(self) -> None:
+        """Let every held write go on, failing."""
         for queue in self.pending.values():
             for _, write in queue:
                 write.success = False
@@ -360,8 +379,6 @@ class DiskAdapter(_Base):
             for write in self.writes.values():
                 write.success = False
                 write.go.set()
-        self.backend.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
 
     def _resident(self) -> frozenset[Key]:
         with self.backend.disk_lock:
