@@ -229,7 +229,7 @@ class CpuAdapter(_Base):
     def complete_store(
         self, keys: Sequence[Key], success: bool, ticket: int | None
     ) -> Completion | None:
-        for key in keys:
+        for key in dict.fromkeys(keys):
             held = self.writing.get(key)
             if not held:
                 continue
@@ -240,17 +240,17 @@ class CpuAdapter(_Base):
         return None
 
     def prepare_load(self, keys: Sequence[Key]) -> LoadOutcome:
-        slots = []
-        for key in keys:
+        slot: dict[Key, int] = {}
+        for key in dict.fromkeys(keys):  # a key named twice is read once
             obj = self.backend.get_blocking(self.keys(key))
             if obj is None:
                 raise Refused(f"get_blocking({key!r}) returned None")
             self.reads.setdefault(key, []).append((self.resets, obj))
-            slots.append(obj.metadata.address // CHUNK_BYTES)
-        return LoadOutcome(None, tuple(slots))
+            slot[key] = obj.metadata.address // CHUNK_BYTES
+        return LoadOutcome(None, tuple(slot[k] for k in keys))
 
     def complete_load(self, keys: Sequence[Key], ticket: int | None) -> Completion | None:
-        for key in keys:
+        for key in dict.fromkeys(keys):  # a key named twice is completed once
             self._release_read(key)
         return None
 
@@ -436,7 +436,7 @@ class DiskAdapter(_Base):
     def complete_store(
         self, keys: Sequence[Key], success: bool, ticket: int | None
     ) -> Completion | None:
-        for key in keys:
+        for key in dict.fromkeys(keys):
             queue = self.pending.get(key)
             if not queue:
                 continue
@@ -449,8 +449,7 @@ class DiskAdapter(_Base):
         return None
 
     def prepare_load(self, keys: Sequence[Key]) -> LoadOutcome:
-        slots = []
-        for key in keys:
+        for key in dict.fromkeys(keys):  # a key named twice is read once
             raw = self.keys(key)
             if not self.backend.pin(raw):
                 raise Refused(f"pin({key!r}) returned False: the chunk is not on disk")
@@ -459,11 +458,10 @@ class DiskAdapter(_Base):
                 self.backend.unpin(raw)
                 raise Refused(f"get_blocking({key!r}) returned None")
             self.reads.setdefault(key, []).append((self.resets, obj))
-            slots.append(self.slot[key])
-        return LoadOutcome(None, tuple(slots))
+        return LoadOutcome(None, tuple(self.slot[k] for k in keys))
 
     def complete_load(self, keys: Sequence[Key], ticket: int | None) -> Completion | None:
-        for key in keys:
+        for key in dict.fromkeys(keys):  # a key named twice is completed once
             self._release_read(key)
             self.backend.unpin(self.keys(key))
         self._renumber()
