@@ -59,7 +59,7 @@ def test_a_completion_naming_its_running_job_is_not_stale() -> None:
 
 def test_assumptions_are_named_and_read_only() -> None:
     assert list(ASSUMPTIONS) == ["unique-keys", "no-misuse", "no-stale-completions",
-                                 "no-reset-in-flight"]
+                                 "no-reset-in-flight", "no-store-while-storing"]
     assert "second/late report" in NO_STALE_COMPLETIONS.never
     state = initial_state(1)
     assert excluded_by(state, Call(Op.PREPARE_STORE, ("a", "a")), ASSUMPTIONS.values()) == (
@@ -68,3 +68,13 @@ def test_assumptions_are_named_and_read_only() -> None:
     assert excluded_by(state, Call(Op.COMPLETE_LOAD, ("a",), ticket=0), [NO_MISUSE]) is None
     state, _ = apply(state, Call(Op.PREPARE_STORE, ("a",)))
     assert excluded_by(state, Call(Op.RESET_CACHE), [NO_RESET_IN_FLIGHT]) == "no-reset-in-flight"
+
+
+def test_no_store_while_storing_excludes_only_a_store_naming_a_storing_key() -> None:
+    assumption = ASSUMPTIONS["no-store-while-storing"]
+    state, _ = apply(initial_state(3), Call(Op.PREPARE_STORE, ("a",)))
+    assert assumption.excludes(state, Call(Op.PREPARE_STORE, ("b", "a")))
+    assert not assumption.excludes(state, Call(Op.PREPARE_STORE, ("b",)))
+    assert not assumption.excludes(state, Call(Op.LOOKUP, ("a",)))
+    state, _ = apply(state, Call(Op.COMPLETE_STORE, ("a",)))
+    assert not assumption.excludes(state, Call(Op.PREPARE_STORE, ("a",)))  # READY now

@@ -67,6 +67,10 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"examples to run (default {DEFAULT_MAX_EXAMPLES})")
     parser.add_argument("--steps", default=None, metavar="N",
                         help=f"calls per example (default {DEFAULT_STEPS})")
+    parser.add_argument("--max-keys-per-call", default=None, metavar="N",
+                        help="generate calls naming at most N keys (default 0: no limit); "
+                             "1 for engines that store one chunk per call, as LMCache's "
+                             "backends do")
     parser.add_argument("--seed", default=None, metavar="N",
                         help="random seed (default: a fresh one, printed in the report)")
     parser.add_argument("--call-timeout", default=None, metavar="SECONDS",
@@ -94,7 +98,8 @@ def config_of(args: argparse.Namespace) -> CheckConfig:
         profile=args.profile, policy=args.policy, level=args.level, assume=args.assume,
         capacity=args.capacity, max_examples=args.max_examples, steps=args.steps,
         seed=args.seed, adapter=args.adapter, call_timeout=args.call_timeout,
-        database=database, stop_at_first=args.stop_at_first)
+        database=database, stop_at_first=args.stop_at_first,
+        max_keys_per_call=args.max_keys_per_call)
 
 
 def run_check_command(args: argparse.Namespace) -> int:

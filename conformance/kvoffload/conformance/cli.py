@@ -17,6 +17,7 @@ from kvoffload.spec.calls import apply
 from kvoffload.spec.scenarios import SCENARIOS
 
 from .check_command import add_check_arguments, run_check_command
+from .corpus_replay import add_corpus_arguments, run_corpus_command
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -64,6 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_check_arguments(check)
     check.set_defaults(run=run_check_command)
+    corpus = sub.add_parser("corpus", help="write the JSON trace corpus, or replay it "
+                            "against a TARGET (docs/corpus.md)")
+    add_corpus_arguments(corpus)
+    corpus.set_defaults(run=run_corpus_command)
     args = parser.parse_args(argv)
     result: int = args.run(args)
     return result

@@ -47,7 +47,8 @@ and tiers beyond a few slots find nothing small tiers miss (tiers are drawn 1..N
 MAX_STEPS = 100_000
 MAX_EXAMPLES = 10_000_000
 
-ADAPTERS = ("auto", "native", "vllm-int", "vllm-bool", "vllm-enum")
+ADAPTERS = ("auto", "native", "vllm-int", "vllm-bool", "vllm-enum", "lmcache-cpu",
+            "lmcache-disk")
 """``vllm-int``: ``lookup(hashes) -> int`` (<= 0.18); ``vllm-bool``: ``lookup(key, ctx) ->
 bool | None`` (0.19-0.24); ``vllm-enum``: ``LookupResult`` (0.25 on)."""
 
@@ -73,6 +74,9 @@ class CheckConfig:
     """Hypothesis example database folder (a failure found once replays first); None: off."""
     stop_at_first: bool = False
     """End the run at the first failing property (else go on to a verdict per property)."""
+    max_keys_per_call: int = 0
+    """At most this many keys in one generated call (0: no limit). Engines that store
+    one chunk per call (LMCache's backends) are checked with 1."""
 
     def __post_init__(self) -> None:
         unknown = [name for name in self.assume if name not in ASSUMPTIONS]
@@ -88,6 +92,9 @@ class CheckConfig:
         if not (math.isfinite(self.call_timeout) and self.call_timeout >= 0):
             raise UsageError(f"--call-timeout must be a number of seconds >= 0 (0: no "
                              f"limit), got {self.call_timeout}")
+        if self.max_keys_per_call < 0:
+            raise UsageError(f"--max-keys-per-call must be 0 (no limit) or more, got "
+                             f"{self.max_keys_per_call}")
         if self.seed is not None and not 0 <= self.seed < 2**64:
             raise UsageError(f"--seed must be 0 to 2**64-1, got {self.seed}")
 
@@ -107,6 +114,7 @@ class CheckConfig:
         call_timeout: object = None,
         database: object = None,
         stop_at_first: object = False,
+        max_keys_per_call: object = None,
         spelling: str = "--",
     ) -> CheckConfig:
         """The one parser from option values (strings from a command line, or typed
@@ -144,6 +152,7 @@ class CheckConfig:
             call_timeout=_seconds(flag("call_timeout"), call_timeout),
             database=None if database is None else str(database),
             stop_at_first=bool(stop_at_first),
+            max_keys_per_call=_integer(flag("max_keys_per_call"), max_keys_per_call, 0),
         )
 
     @property
@@ -168,6 +177,7 @@ class CheckConfig:
             "seed": self.seed,
             "call_timeout": self.call_timeout,
             "stop_at_first": self.stop_at_first,
+            "max_keys_per_call": self.max_keys_per_call,
         }
 
 

@@ -118,6 +118,7 @@ class Setup:
     def __post_init__(self) -> None:
         config, caps = self.config, self.capabilities
         self.unique = config.assumes("unique-keys")
+        self.limit = config.max_keys_per_call
         self.stale = not config.assumes("no-stale-completions")
         self.reset_in_flight = not config.assumes("no-reset-in-flight")
         misuse = not config.assumes("no-misuse")
@@ -131,10 +132,11 @@ class Setup:
 
 
 def key_list(rng: random.Random, pool: Sequence[Key], unique: bool,
-             at_most: int = 0) -> tuple[Key, ...]:
+             at_most: int = 0, limit: int = 0) -> tuple[Key, ...]:
     """1 .. ``at_most`` keys from ``pool`` (default: one more than fit, as the pool has
-    three more); repeats allowed unless ``unique``."""
-    count = rng.randint(1, at_most or len(pool) - 2)
+    three more), never more than ``limit`` (``--max-keys-per-call``; 0: no limit);
+    repeats allowed unless ``unique``."""
+    count = rng.randint(1, min(at_most or len(pool) - 2, limit or len(pool)))
     if unique:
         return tuple(rng.sample(list(pool), min(count, len(pool))))
     return tuple(rng.choice(pool) for _ in range(count))
@@ -303,7 +305,7 @@ class LockstepMachine(RuleBasedStateMachine):
         finished), so ``no-stale-completions`` can exclude it."""
         chosen = job.keys
         if len(chosen) > 1 and rng.random() >= 0.7:
-            chosen = key_list(rng, chosen, self.setup.unique, len(chosen))
+            chosen = self._key_list(rng, chosen, len(chosen))
         stale = not running or job.epoch < self.state.epoch
         if self.setup.capabilities.completion_tickets and rng.random() < 0.5:
             ticket, known = job.ticket, None
@@ -315,10 +317,14 @@ class LockstepMachine(RuleBasedStateMachine):
         else:
             self._do(Call(Op.COMPLETE_LOAD, chosen, ticket=ticket, job=known))
 
+    def _key_list(self, rng: random.Random, pool: Sequence[Key],
+                  at_most: int = 0) -> tuple[Key, ...]:
+        return key_list(rng, pool, self.setup.unique, at_most, self.setup.limit)
+
     def _store_keys(self, rng: random.Random) -> tuple[Key, ...]:
         """Keys to store; often one evicted lately comes back (ARC's ghost hits)."""
         unique = self.setup.unique
-        chosen = key_list(rng, self.keys, unique)
+        chosen = self._key_list(rng, self.keys)
         if self.gone and rng.random() < 0.35:
             back = rng.choice(self.gone[-3:])
             chosen = (back, *(k for k in chosen[1:] if not unique or k != back))
@@ -366,13 +372,13 @@ class LockstepMachine(RuleBasedStateMachine):
                    if g.kind is CopyKind.STORE for k in g.keys}
         idle = tuple(k for k in self.keys if k not in running)
         if idle:
-            self._do(Call(Op.COMPLETE_STORE, key_list(rng, idle, self.setup.unique, 2),
+            self._do(Call(Op.COMPLETE_STORE, self._key_list(rng, idle, 2),
                           success=rng.random() < 0.5))
 
     def prepare_load(self, rng: random.Random) -> None:
         ready = tuple(sorted(self.state.keys_in(Phase.READY), key=repr))
         self._do(Call(Op.PREPARE_LOAD,
-                      key_list(rng, ready, self.setup.unique, len(ready) + 1)))
+                      self._key_list(rng, ready, len(ready) + 1)))
 
     def complete_load(self, rng: random.Random) -> None:
         jobs = self._jobs(CopyKind.LOAD, stale=False)
@@ -383,7 +389,7 @@ class LockstepMachine(RuleBasedStateMachine):
         """Mostly READY keys: touching anything else changes no eviction order."""
         ready = tuple(sorted(self.state.keys_in(Phase.READY), key=repr))
         pool = ready if ready and rng.random() < 0.7 else self.keys
-        self._do(Call(Op.TOUCH, key_list(rng, pool, self.setup.unique, len(self.keys) - 2)))
+        self._do(Call(Op.TOUCH, self._key_list(rng, pool, len(self.keys) - 2)))
 
     def reset_cache(self, rng: random.Random) -> None:
         """A reset; the keys it drops come back soon (the scheduler recomputes them),
@@ -405,13 +411,13 @@ class LockstepMachine(RuleBasedStateMachine):
 
     def prepare_load_not_ready(self, rng: random.Random) -> None:
         """Misuse: prepare_load naming a key that is absent or still being stored."""
-        chosen = key_list(rng, self.keys, self.setup.unique)
+        chosen = self._key_list(rng, self.keys)
         if any(self.state.phase(k) is not Phase.READY for k in chosen):
             self._do(Call(Op.PREPARE_LOAD, chosen))
 
     def complete_load_unmatched(self, rng: random.Random) -> None:
         """Misuse: complete_load naming a key that nobody is reading."""
-        chosen = key_list(rng, self.keys, self.setup.unique, 2)
+        chosen = self._key_list(rng, self.keys, 2)
         table = self.state.table
         if not all(k in table and table[k].readers for k in chosen):
             self._do(Call(Op.COMPLETE_LOAD, chosen))

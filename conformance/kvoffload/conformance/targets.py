@@ -33,6 +33,7 @@ from typing import Any
 from .adapter_api import Adapter, Capabilities
 from .config import ADAPTERS, CheckConfig
 from .errors import TargetLoadError, UsageError
+from .lmcache_loader import is_lmcache_target, lmcache_factory
 from .native import NATIVE_METHODS, NativeAdapter
 from .vllm_adapters import ERA_SIGNATURES, era_of, factory_keywords
 from .vllm_adapters import factory as vllm_factory
@@ -163,6 +164,8 @@ def prepare(text: str, config: CheckConfig, obj: Any = None) -> Prepared:
 
     ``obj`` skips the import (the self-test and the pytest plugin pass objects).
     """
+    if obj is None and is_lmcache_target(text):
+        return _prepare_lmcache(text, config)
     if obj is None:
         obj = load_object(text, config.policy.value)
     if config.adapter not in ADAPTERS:
@@ -182,6 +185,13 @@ def prepare(text: str, config: CheckConfig, obj: Any = None) -> Prepared:
             f"the {name} adapter's lookup cannot report PENDING (it answers a hit-prefix "
             "length), so only --profile safe can be checked")
     return Prepared(text, name, reason, caps, make)
+
+
+def _prepare_lmcache(text: str, config: CheckConfig) -> Prepared:
+    """``lmcache==X``: one of LMCache's backends, after ``--adapter``."""
+    name, reason, make = lmcache_factory(text, config)
+    sample = _build(text, make, config.capacity)
+    return Prepared(text, name, reason, sample.capabilities, make)
 
 
 def _detect(text: str, obj: Any, config: CheckConfig) -> tuple[str, str]:

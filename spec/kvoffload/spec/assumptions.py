@@ -64,6 +64,11 @@ def _is_reset_in_flight(state: CacheState, call: Call) -> bool:
     return call.op is Op.RESET_CACHE and state.in_flight()
 
 
+def _is_store_while_storing(state: CacheState, call: Call) -> bool:
+    return call.op is Op.PREPARE_STORE and any(
+        state.phase(key) is Phase.STORING for key in call.keys)
+
+
 UNIQUE_KEYS = Assumption("unique-keys", "a key twice in one call", _has_duplicates)
 NO_MISUSE = Assumption(
     "no-misuse",
@@ -80,8 +85,15 @@ NO_STALE_COMPLETIONS = Assumption(
 NO_RESET_IN_FLIGHT = Assumption(
     "no-reset-in-flight", "a reset while stores or loads are still running", _is_reset_in_flight)
 
+NO_STORE_WHILE_STORING = Assumption(
+    "no-store-while-storing",
+    "a prepare_store naming a key whose store is still in flight (an engine whose store is "
+    "one synchronous call, as LMCache's CPU backend: nobody can name the key meanwhile)",
+    _is_store_while_storing)
+
 ASSUMPTIONS: Mapping[str, Assumption] = MappingProxyType({
-    a.name: a for a in (UNIQUE_KEYS, NO_MISUSE, NO_STALE_COMPLETIONS, NO_RESET_IN_FLIGHT)
+    a.name: a for a in (UNIQUE_KEYS, NO_MISUSE, NO_STALE_COMPLETIONS, NO_RESET_IN_FLIGHT,
+                        NO_STORE_WHILE_STORING)
 })
 """Every assumption by name (read-only)."""
 

@@ -1,0 +1,472 @@
+"""The trace corpus: language-neutral JSON cases any engine can replay (``docs/corpus.md``).
+
+``kvoffload corpus write DIR`` writes one JSON file per case under ``DIR/cases/``, an
+``index.json`` and the JSON Schema (``schema.json``) the files follow. Every expected
+answer comes from the spec (:func:`kvoffload.spec.apply`), exact wherever the spec is;
+what a target may choose is written as a constraint:
+
+- slots and tickets are symbolic names (``s0``, ``t0``) bound at first sight; a new slot
+  name must be bound to a slot no name in the previous step's ``held`` list has, a new
+  ticket name to a value never seen before in the case;
+- victims are the spec's exact set; where the eviction had a choice, ``evicted_from``
+  lists the allowed victims. A case in which a choice comes before its last call (later
+  answers depend on it) is tagged ``level: exact`` with its ``policy`` (only targets
+  checked at that level and policy replay it); at level any a replayer checks a last
+  call's victims against ``evicted_from`` (as many as the spec evicts, distinct), and
+  counts the slots (``evicted_from_slots``) of the victims it chose as free, not the
+  spec's;
+- a case with a PENDING answer is tagged ``profile: strict`` (a safe-profile replayer
+  accepts MISS there); ``excluded_by`` lists the assumptions under which a target may
+  skip the case (it makes a call they rule out).
+
+Sources (``source`` field): ``scenario`` (the spec's scenario vectors), ``engines``
+(counterexamples recorded in docs/engines.md), ``tiny`` (every trace of up to
+``--depth`` calls at the model checker's TINY bound: capacity 2, keys a, b, c, one
+reset, calls of at most 2 keys; deduplicated up to renaming of keys, slots and tickets).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvoffload.spec import (
+    ASSUMPTIONS,
+    CacheState,
+    Call,
+    Completion,
+    CopyKind,
+    Events,
+    LoadPlan,
+    LookupResult,
+    MisuseError,
+    Op,
+    Phase,
+    Policy,
+    StorePlan,
+    StoreRejected,
+    apply,
+    initial_state,
+)
+from kvoffload.spec.scenarios import SCENARIOS
+
+CORPUS_VERSION = 1
+SCHEMA_FILE = Path(__file__).with_name("corpus_schema.json")
+TINY_KEYS = ("a", "b", "c")
+TINY_CAPACITY = 2
+TINY_WIDTH = 2
+TINY_RESETS = 1
+NEVER_ISSUED = "u0"
+"""A ticket name no plan binds: the replayer sends a value the target never issued."""
+
+
+@dataclass
+class _Names:
+    """Symbolic names for the spec's slots and tickets, as a case is written."""
+
+    slot: dict[int, str] = field(default_factory=dict)
+    ticket: dict[int, str] = field(default_factory=dict)
+    slots_made: int = 0
+
+    def new_slot(self, slot: int) -> str:
+        name = f"s{self.slots_made}"
+        self.slots_made += 1
+        self.slot[slot] = name
+        return name
+
+    def new_ticket(self, ticket: int) -> str:
+        name = f"t{len(self.ticket)}"
+        self.ticket[ticket] = name
+        return name
+
+
+def _keys(keys: Sequence[object]) -> list[object]:
+    return list(keys)
+
+
+def _sorted(keys: Iterable[object]) -> list[object]:
+    return sorted(keys, key=repr)
+
+
+def _call_json(call: Call, names: _Names) -> dict[str, Any]:
+    data: dict[str, Any] = {"op": call.op.value}
+    if call.op not in (Op.RESET_CACHE, Op.TAKE_EVENTS):
+        data["keys"] = _keys(call.keys)
+    if call.op is Op.COMPLETE_STORE:
+        data["success"] = call.success
+    if call.ticket is not None:
+        data["ticket"] = names.ticket.get(call.ticket, NEVER_ISSUED)
+    return data
+
+
+def _held(state: CacheState, names: _Names) -> list[str]:
+    return sorted(names.slot[s] for s in state.used_slots() if s in names.slot)
+
+
+def _step(state: CacheState, call: Call, names: _Names) -> tuple[CacheState, dict[str, Any],
+                                                                   bool]:
+    """(next state, the step as JSON, whether an eviction in it had a choice)."""
+    call_json = _call_json(call, names)
+    try:
+        new, output = apply(state, call)
+    except MisuseError as error:
+        return state, {"call": call_json, "expect": {"kind": "error", "family": error.code},
+                       "held": _held(state, names)}, False
+    expect: dict[str, Any]
+    chose = False
+    if isinstance(output, LookupResult):
+        expect = {"kind": "lookup", "result": output.name}
+    elif isinstance(output, StorePlan):
+        candidates = state.evictable() - frozenset(call.keys)
+        chose = bool(output.evicted) and len(candidates) > len(output.evicted)
+        allowed = _sorted(candidates)
+        allowed_slots = [names.slot[state.table[k].slot] for k in allowed]
+        for victim in output.evicted:
+            names.slot.pop(state.table[victim].slot, None)
+        slots = [names.new_slot(s) for s in output.slots]
+        expect = {"kind": "store_plan", "keys": _keys(output.keys), "slots": slots,
+                  "evicted": _sorted(output.evicted),
+                  "ticket": names.new_ticket(output.ticket)}
+        if chose:
+            expect["evicted_from"] = allowed
+            expect["evicted_from_slots"] = allowed_slots
+    elif isinstance(output, StoreRejected):
+        expect = {"kind": "rejected", "needed": output.needed, "available": output.available}
+    elif isinstance(output, LoadPlan):
+        slots = [names.slot[s] for s in output.slots]
+        expect = {"kind": "load_plan", "keys": _keys(output.keys), "slots": slots,
+                  "ticket": names.new_ticket(output.ticket)}
+    elif isinstance(output, Completion):
+        expect = {"kind": "completion",
+                  **{f: _sorted(getattr(output, f))
+                     for f in ("applied", "released", "ignored")}}
+    elif isinstance(output, Events):
+        expect = {"kind": "events", "ready": _sorted(new.announced)}
+    elif isinstance(output, int):
+        expect = {"kind": "reset", "epoch": output}
+    else:
+        expect = {"kind": "none"}
+    return new, {"call": call_json, "expect": expect, "held": _held(new, names)}, chose
+
+
+def case_json(name: str, source: str, about: str, capacity: int, policy: Policy,
+              calls: Sequence[Call]) -> dict[str, Any]:
+    """One case: the calls with the spec's answers, tagged with what it needs."""
+    state = initial_state(capacity, policy)
+    names = _Names()
+    steps = []
+    chose = False
+    excluded: set[str] = set()
+    pending = False
+    for number, call in enumerate(calls, 1):
+        for assumption in ASSUMPTIONS.values():
+            if assumption.excludes(state, call):
+                excluded.add(assumption.name)
+        state, step, choice = _step(state, call, names)
+        # A choice in the last call leaves no later answer depending on it: the case
+        # stays at level any, its victims checked against ``evicted_from``.
+        chose = chose or (choice and number < len(calls))
+        pending = pending or step["expect"] == {"kind": "lookup", "result": "PENDING"}
+        steps.append(step)
+    return {
+        "corpus_version": CORPUS_VERSION, "name": name, "source": source, "about": about,
+        "capacity": capacity, "policy": policy.value,
+        "level": "exact" if chose else "any",
+        "profile": "strict" if pending else "safe",
+        "excluded_by": sorted(excluded), "steps": steps,
+    }
+
+
+# --- sources ---------------------------------------------------------------------------
+
+def scenario_cases() -> Iterator[dict[str, Any]]:
+    for scenario in SCENARIOS:
+        yield case_json(f"scenario-{scenario.name}", "scenario", scenario.about,
+                        scenario.capacity, scenario.policy, [s.call for s in scenario.steps])
+
+
+def _c(op: Op, *keys: str, **kw: Any) -> Call:
+    return Call(op, tuple(keys), **kw)
+
+
+PS, CS, PL, CL, L, R = (Op.PREPARE_STORE, Op.COMPLETE_STORE, Op.PREPARE_LOAD,
+                        Op.COMPLETE_LOAD, Op.LOOKUP, Op.RESET_CACHE)
+
+ENGINE_TRACES: tuple[tuple[str, str, int, tuple[Call, ...]], ...] = (
+    ("lmcache-cpu-store-in-flight", "LMCache CPU: a chunk being written is PENDING", 1,
+     (_c(PS, "a"), _c(L, "a"))),
+    ("lmcache-cpu-put-after-clear", "LMCache CPU: a store completing after a reset does "
+     "not bring its chunk back", 1, (_c(PS, "a"), _c(R), _c(CS, "a"), _c(L, "a"))),
+    ("lmcache-cpu-clear-while-read", "LMCache CPU: a reset drops a chunk being read", 1,
+     (_c(PS, "a"), _c(CS, "a"), _c(PL, "a"), _c(R), _c(L, "a"))),
+    ("lmcache-cpu-store-while-storing", "a second store of a key being stored stores "
+     "nothing", 2, (_c(PS, "a"), _c(PS, "a"))),
+    ("lmcache-cpu-read-refreshes-lru", "LRU: a read makes its key most recently used", 2,
+     (_c(PS, "a"), _c(CS, "a"), _c(PS, "b"), _c(CS, "b"), _c(PL, "a"), _c(CL, "a"),
+      _c(PS, "c"))),
+    ("lmcache-disk-failed-store-frees", "a failed store frees its slot", 2,
+     (_c(PS, "a"), _c(CS, "a"), _c(PS, "b"), _c(CS, "b", success=False), _c(PS, "c"))),
+    ("lmcache-disk-failed-store-retried", "a key whose store failed can be stored again",
+     1, (_c(PS, "a"), _c(CS, "a", success=False), _c(PS, "a"))),
+    ("lmcache-multi-chunk-rejection", "a store that does not fit is rejected whole", 1,
+     (_c(PS, "a", "b"),)),
+    ("vllm-0.18-complete-store-empty", "vLLM 0.18: a completion for a key no store runs "
+     "is ignored", 1, (_c(CS, "a"),)),
+    ("vllm-0.20-pr41795", "vLLM 0.20.2: a block whose store is in flight is PENDING", 4,
+     (_c(PS, "a"), _c(L, "a"))),
+    ("vllm-0.24-reset-events", "vLLM 0.24 to 0.34: a reset's removals reach the "
+     "subscriber", 1, (_c(PS, "a"), _c(CS, "a"), _c(R), _c(Op.TAKE_EVENTS))),
+    ("vllm-duplicate-key-store", "vLLM 0.18 to 0.25: a key named twice is stored once",
+     2, (_c(PS, "a", "a"),)),
+    ("vllm-duplicate-key-store-1-slot", "vLLM 0.24, 0.25: a key named twice fits one slot",
+     1, (_c(PS, "a", "a"),)),
+    ("vllm-unmatched-complete-load", "vLLM 0.18: complete_load with no load is misuse", 1,
+     (_c(CL, "a"),)),
+    ("vllm-load-misuse-pins-nothing", "vLLM 0.20, 0.21: a rejected prepare_load pins "
+     "nothing", 1, (_c(PS, "a"), _c(CS, "a"), _c(PL, "a", "b"), _c(PS, "n"))),
+    ("vllm-store-into-running-slot", "vLLM 0.24, 0.25: a slot a reset left a running copy "
+     "in is not handed out", 1, (_c(PS, "a"), _c(R), _c(PS, "a"))),
+    ("vllm-O-prepare-load-empty", "vLLM 0.24 under -O: prepare_load on an empty tier is "
+     "misuse", 1, (_c(PL, "a"),)),
+)
+"""Counterexamples recorded in docs/engines.md (LMCache's, and vLLM's PR #41795 shape)."""
+
+
+def engine_cases() -> Iterator[dict[str, Any]]:
+    for name, about, capacity, calls in ENGINE_TRACES:
+        yield case_json(f"engines-{name}", "engines", about, capacity, Policy.LRU, calls)
+
+
+def _running_jobs(state: CacheState) -> list[tuple[CopyKind, int, tuple[object, ...]]]:
+    jobs: dict[tuple[CopyKind, int], list[object]] = {}
+    for block in sorted(state.blocks, key=lambda b: b.slot):
+        if block.ticket is not None:
+            jobs.setdefault((CopyKind.STORE, block.ticket), []).append(block.key)
+        for ticket in block.loads:
+            jobs.setdefault((CopyKind.LOAD, ticket), []).append(block.key)
+    for orphan in sorted(state.orphans, key=lambda o: o.slot):
+        for ticket in orphan.tickets:
+            jobs.setdefault((orphan.kind, ticket), []).append(orphan.key)
+    return [(kind, ticket, tuple(keys)) for (kind, ticket), keys in jobs.items()]
+
+
+def tiny_alphabet(state: CacheState, resets: int, issued: Sequence[int]) -> list[Call]:
+    """The calls the TINY bound allows in ``state``."""
+    keys = TINY_KEYS
+    calls: list[Call] = [_c(L, k) for k in keys]
+    lists: list[tuple[str, ...]] = [(k,) for k in keys]
+    lists += [(a, b) for a in keys for b in keys]  # TINY_WIDTH keys, repeats included
+    calls += [Call(PS, ks) for ks in lists]
+    calls += [Call(PL, ks) for ks in lists]
+    calls += [Call(Op.TOUCH, (k,)) for k in keys]
+    for kind, ticket, job_keys in _running_jobs(state):
+        op = CS if kind is CopyKind.STORE else CL
+        for success in ((True, False) if op is CS else (True,)):
+            calls.append(Call(op, job_keys, success=success, ticket=ticket))
+            calls.append(Call(op, job_keys, success=success))
+    for ticket in issued:
+        if not any(t == ticket for _, t, _ in _running_jobs(state)):
+            calls.append(Call(CS, (keys[0],), ticket=ticket))  # a finished job's ticket
+            break
+    calls += [Call(CS, (k,)) for k in keys] + [Call(CL, (k,)) for k in keys]
+    if resets < TINY_RESETS:
+        calls.append(Call(R))
+    calls.append(Call(Op.TAKE_EVENTS))
+    return list(dict.fromkeys(calls))
+
+
+def _canonical(calls: Sequence[Call]) -> tuple[object, ...]:
+    """The trace up to renaming of keys (first seen, first named) and tickets."""
+    rename: dict[object, int] = {}
+    tickets: dict[int, int] = {}
+    out: list[object] = []
+    for call in calls:
+        keys = tuple(rename.setdefault(k, len(rename)) for k in call.keys)
+        ticket = None if call.ticket is None else tickets.setdefault(call.ticket, len(tickets))
+        out.append((call.op.value, keys, call.success, ticket))
+    return tuple(out)
+
+
+def tiny_traces(depth: int) -> list[tuple[Call, ...]]:
+    """Every trace of up to ``depth`` calls at TINY, one per renaming class."""
+    seen: set[tuple[object, ...]] = set()
+    traces: list[tuple[Call, ...]] = []
+    frontier: list[tuple[tuple[Call, ...], CacheState, int, tuple[int, ...]]] = [
+        ((), initial_state(TINY_CAPACITY, Policy.LRU), 0, ())]
+    for _ in range(depth):
+        nxt = []
+        for calls, state, resets, issued in frontier:
+            for call in tiny_alphabet(state, resets, issued):
+                trace = (*calls, call)
+                key = _canonical(trace)
+                if key in seen:
+                    continue
+                seen.add(key)
+                try:
+                    new, output = apply(state, call)
+                except MisuseError:
+                    new, output = state, None
+                more = issued
+                if isinstance(output, StorePlan | LoadPlan):
+                    more = (*issued, output.ticket)
+                traces.append(trace)
+                nxt.append((trace, new, resets + (call.op is R), more))
+        frontier = nxt
+    return traces
+
+
+def tiny_cases(depth: int) -> Iterator[dict[str, Any]]:
+    for number, calls in enumerate(tiny_traces(depth)):
+        yield case_json(f"tiny-{len(calls)}-{number:06d}", "tiny",
+                        f"trace {number} of up to {depth} calls at TINY", TINY_CAPACITY,
+                        Policy.LRU, calls)
+
+
+def all_cases(depth: int, selftest: bool = True) -> Iterator[dict[str, Any]]:
+    yield from scenario_cases()
+    yield from engine_cases()
+    if selftest:
+        yield from selftest_cases()
+    yield from tiny_cases(depth)
+
+
+def write_corpus(directory: Path, depth: int = 3, selftest: bool = True) -> dict[str, int]:
+    """Write the corpus under ``directory``; returns how many cases each source gave."""
+    cases = directory / "cases"
+    cases.mkdir(parents=True, exist_ok=True)
+    for old in cases.glob("*.json"):
+        old.unlink()
+    counts: dict[str, int] = {}
+    names = []
+    for case in all_cases(depth, selftest):
+        (cases / f"{case['name']}.json").write_text(json.dumps(case, indent=1) + "\n",
+                                                    encoding="utf-8")
+        counts[case["source"]] = counts.get(case["source"], 0) + 1
+        names.append(case["name"])
+    (directory / "schema.json").write_text(SCHEMA_FILE.read_text(encoding="utf-8"),
+                                           encoding="utf-8")
+    index = {"corpus_version": CORPUS_VERSION, "tiny_depth": depth, "counts": counts,
+             "cases": names}
+    (directory / "index.json").write_text(json.dumps(index, indent=1) + "\n",
+                                          encoding="utf-8")
+    return counts
+
+
+def load_cases(directory: Path) -> list[dict[str, Any]]:
+    """Every case under ``directory/cases``, after checking the corpus version."""
+    index = json.loads((directory / "index.json").read_text(encoding="utf-8"))
+    if index.get("corpus_version") != CORPUS_VERSION:
+        raise ValueError(f"{directory} holds corpus version {index.get('corpus_version')}; "
+                         f"this kvoffload reads version {CORPUS_VERSION}")
+    return [json.loads((directory / "cases" / f"{name}.json").read_text(encoding="utf-8"))
+            for name in index["cases"]]
+
+
+
+# --- the self-test's seeded variants -----------------------------------------------------
+
+SELFTEST_SEED = 20261202
+SELFTEST_TRIES = 1500
+"""Random traces tried per variant (fixed seeds) before giving up on it."""
+
+
+def random_trace(
+    rng: random.Random, capacity: int, policy: Policy, length: int
+) -> tuple[Call, ...]:
+    """A trace drawn from the spec's state: stores, completions in both forms (and
+    failures), loads, touches, one reset, events, and misuse now and then."""
+    keys = tuple(chr(ord("a") + i) for i in range(capacity + 2))
+    state = initial_state(capacity, policy)
+    calls: list[Call] = []
+    resets = 0
+    for _ in range(length):
+        jobs = _running_jobs(state)
+        ready = sorted(state.keys_in(Phase.READY), key=repr)
+        choice = rng.choice(("lookup", "store", "store", "complete", "complete", "load",
+                             "touch", "reset", "events", "misuse", "stray"))
+        if choice == "complete" and jobs:
+            kind, ticket, job_keys = rng.choice(jobs)
+            op = CS if kind is CopyKind.STORE else CL
+            call = Call(op, job_keys, success=rng.random() < 0.75 or op is CL,
+                        ticket=ticket if rng.random() < 0.5 else None)
+        elif choice == "load" and ready:
+            call = Call(PL, tuple(rng.choice(ready) for _ in range(rng.randint(1, 2))))
+        elif choice == "touch" and ready:
+            call = Call(Op.TOUCH, tuple(rng.sample(ready, min(len(ready), 2))))
+        elif choice == "reset" and resets < 1:
+            call, resets = Call(R), resets + 1
+        elif choice == "stray":  # a completion no store is running for, in vLLM's form
+            call = Call(CS, (rng.choice(keys),), success=rng.random() < 0.5)
+        elif choice == "events":
+            call = Call(Op.TAKE_EVENTS)
+        elif choice == "lookup":
+            call = Call(L, (rng.choice(ready if ready and rng.random() < 0.5 else keys),))
+        elif choice == "misuse":
+            some = (rng.choice(ready),) if ready and rng.random() < 0.5 else ()
+            call = Call(rng.choice((PL, CL)), (*some, rng.choice(keys)))
+        else:
+            call = Call(PS, tuple(rng.choice(keys) for _ in range(rng.randint(1, 2))))
+        with contextlib.suppress(MisuseError):
+            state, _ = apply(state, call)
+        calls.append(call)
+    return tuple(calls)
+
+
+def _shrink(calls: tuple[Call, ...], fails: Any) -> tuple[Call, ...]:
+    """Drop calls one at a time while the trace still fails (tickets renumbered by the
+    spec: a completion naming a dropped plan's ticket goes with it)."""
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(calls)):
+            shorter = calls[:i] + calls[i + 1:]
+            if shorter and fails(shorter):
+                calls, changed = shorter, True
+                break
+    return calls
+
+
+def selftest_cases(tries: int = SELFTEST_TRIES) -> Iterator[dict[str, Any]]:
+    """For each seeded variant of ``kvoffload check --self-test``: the first random trace
+    (fixed seeds) it fails, shrunk; variants no trace kills within ``tries`` give none."""
+    from .selftest import CATALOGUE
+
+    for entry in CATALOGUE:
+        if entry.kind == "variant":
+            case = _killing_case(entry, tries)
+            if case is not None:
+                yield case
+
+
+def _killing_case(entry: Any, tries: int) -> dict[str, Any] | None:
+    from .config import CheckConfig
+    from .corpus_replay import make_driver, replay_case
+
+    config = CheckConfig(policy=entry.policy, level=entry.level)
+    try:
+        build = make_driver(entry.target, config)
+    except Exception:  # a variant that cannot be built has nothing to replay
+        return None
+
+    def fails(calls: Sequence[Call], capacity: int) -> bool:
+        case = case_json("probe", "selftest", "", capacity, entry.policy, calls)
+        if case["level"] == "exact" and entry.level.value != "exact":
+            return False
+        return replay_case(case, build) is not None
+
+    rng = random.Random(SELFTEST_SEED)
+    for _ in range(tries):
+        capacity = rng.randint(1, 4)
+        calls = random_trace(rng, capacity, entry.policy, 12)
+        if fails(calls, capacity):
+            calls = _shrink(calls, lambda c, n=capacity: fails(c, n))
+            return case_json(f"selftest-{entry.cls}-{entry.policy.value}-{entry.level.value}",
+                             "selftest", f"kills the seeded variant {entry.cls} "
+                             f"({entry.policy.value}, level {entry.level.value})",
+                             capacity, entry.policy, calls)
+    return None

@@ -1,0 +1,411 @@
+"""``kvoffload corpus replay DIR TARGET``: replay the corpus's cases against one target.
+
+A native target (``docs/native-api.md``: kvoffload's own API, the reference manager
+and its seeded variants) is driven directly, tickets included. Any other TARGET
+(``vllm==X``, ``lmcache==X``, a vLLM class) goes through the same adapter ``kvoffload
+check`` builds for it; cases whose completions name a ticket are skipped there (those
+APIs have no job names), and what an adapter cannot see (a completion's answer, a
+rejection's shortfall, a reset's epoch) is not compared.
+
+Exit codes as ``kvoffload check``: 0 every replayed case passed, 1 some case failed,
+2 the replay could not run (bad corpus, unloadable target, bad option).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvoffload.spec import (
+    Completion,
+    Events,
+    LoadPlan,
+    LookupResult,
+    MisuseError,
+    StorePlan,
+    StoreRejected,
+)
+
+from .adapter_api import RETRY, Adapter, EventBatch, LoadOutcome, StoreOutcome
+from .config import CheckConfig, Level, Profile
+from .corpus import NEVER_ISSUED, load_cases
+from .errors import TargetLoadError, UsageError
+from .native import NATIVE_METHODS
+from .targets import DEFAULT_TARGET, load_object, prepare
+
+
+class CaseFailed(Exception):
+    """A target's answer broke a case's expectation (the message says which)."""
+
+
+@dataclass
+class Outcome:
+    passed: list[str] = field(default_factory=list)
+    failed: list[tuple[str, int, str]] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+def applies(case: dict[str, Any], config: CheckConfig) -> str | None:
+    """Why ``case`` is skipped under ``config`` (None: it is replayed)."""
+    if case["level"] == "exact" and (config.level is not Level.EXACT
+                                     or case["policy"] != config.policy.value):
+        return f"needs --level exact --policy {case['policy']}"
+    excluded = set(case["excluded_by"]) & set(config.assume)
+    if excluded:
+        return "assumed away: " + ", ".join(sorted(excluded))
+    if config.max_keys_per_call and any(
+            len(s["call"].get("keys", ())) > config.max_keys_per_call for s in case["steps"]):
+        return f"a call names more than {config.max_keys_per_call} keys"
+    return None
+
+
+class _Bindings:
+    """Slot and ticket names bound at first sight, with the case's constraints."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.slots: dict[str, int] = {}
+        self.tickets: dict[str, int] = {}
+        self.held: list[str] = []
+        """Slot names held once the current step is done (the case's ``held``)."""
+
+    def slot(self, name: str, value: int) -> None:
+        if name in self.slots:
+            if self.slots[name] != value:
+                raise CaseFailed(f"slot {name} is {self.slots[name]}, the target gave {value}")
+            return
+        if not 0 <= value < self.capacity:
+            raise CaseFailed(f"slot {value} for {name} is outside 0..{self.capacity - 1}")
+        taken = [n for n in self.held if self.slots.get(n) == value]
+        if taken:
+            raise CaseFailed(f"slot {value} for {name} is still held by {taken[0]}")
+        self.slots[name] = value
+
+    def ticket(self, name: str, value: object) -> None:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise CaseFailed(f"ticket {value!r} for {name} is not an int")
+        if value in self.tickets.values():
+            raise CaseFailed(f"ticket {value} for {name} was issued before")
+        self.tickets[name] = value
+
+    def ticket_value(self, name: str) -> int:
+        if name in self.tickets:
+            return self.tickets[name]
+        if name != NEVER_ISSUED:
+            raise CaseFailed(f"ticket name {name} is used before any plan issued it")
+        return max(self.tickets.values(), default=0) + 1_000_003
+
+
+def _keys(data: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(data.get("keys", ()))
+
+
+def _victims(expect: dict[str, Any], got: Sequence[Any], level: Level,
+             names: _Bindings) -> None:
+    """Exactly the spec's victims, or at level any (where the case lists them) as many
+    distinct victims from ``evicted_from``, whose slots are then free, not the spec's."""
+    allowed = expect.get("evicted_from")
+    if level is Level.EXACT or allowed is None:
+        _same(expect["evicted"], got, "evicted")
+        return
+    chosen = set(map(repr, got))
+    if len(chosen) != len(got) or len(got) != len(expect["evicted"]) \
+            or not chosen <= set(map(repr, allowed)):
+        raise CaseFailed(f"evicted: {len(expect['evicted'])} distinct of {allowed}; the "
+                         f"target evicted {list(got)}")
+    slot_of = dict(zip(map(repr, allowed), expect["evicted_from_slots"], strict=True))
+    held = set(names.held) | {slot_of[repr(k)] for k in expect["evicted"]}
+    names.held = sorted(held - {slot_of[k] for k in chosen})
+
+
+def _same(expected: Sequence[Any], got: Sequence[Any], what: str) -> None:
+    if set(map(repr, expected)) != set(map(repr, got)) or len(expected) != len(got):
+        raise CaseFailed(f"{what}: expected {list(expected)}, the target gave {list(got)}")
+
+
+class NativeDriver:
+    """A manager offering the native API, tickets included."""
+
+    def __init__(self, manager: Any, profile: Profile, level: Level = Level.ANY) -> None:
+        self.manager = manager
+        self.profile = profile
+        self.level = level
+        self.subscriber: set[Any] = set()
+
+    tickets = True
+
+    def lacks(self) -> set[str]:
+        """Optional operations the manager does not offer."""
+        return {op for op in ("touch", "reset_cache", "take_events")
+                if not callable(getattr(self.manager, op, None))}
+
+    def step(self, call: dict[str, Any], expect: dict[str, Any], names: _Bindings) -> None:
+        op, keys = call["op"], _keys(call)
+        kwargs: dict[str, Any] = {}
+        if "ticket" in call:
+            kwargs["ticket"] = names.ticket_value(call["ticket"])
+        if op == "complete_store":
+            kwargs["success"] = call.get("success", True)
+        try:
+            if op == "lookup":
+                out = self.manager.lookup(keys[0])
+            elif op in ("reset_cache", "take_events"):
+                out = getattr(self.manager, op)()
+            else:
+                out = getattr(self.manager, op)(keys, **kwargs)
+        except MisuseError as error:
+            if expect["kind"] != "error":
+                raise CaseFailed(f"{op} raised {type(error).__name__} [{error.code}]; "
+                                 f"expected {expect['kind']}") from error
+            if error.code != expect["family"]:
+                raise CaseFailed(f"{op} raised [{error.code}]; expected [{expect['family']}]"
+                                 ) from error
+            return
+        except Exception as error:  # any other failure of the target fails the case
+            raise CaseFailed(f"{op} raised {type(error).__name__}: {error}") from error
+        if expect["kind"] == "error":
+            raise CaseFailed(f"{op} must be rejected with [{expect['family']}]; the target "
+                             f"returned {out!r}")
+        check_native(expect, out, names, self.profile, self.subscriber, self.level)
+
+
+def check_native(expect: dict[str, Any], out: Any, names: _Bindings, profile: Profile,
+                 subscriber: set[Any], level: Level = Level.ANY) -> None:
+    kind = expect["kind"]
+    if kind == "lookup":
+        _lookup(expect["result"], out, profile)
+    elif kind == "store_plan":
+        if not isinstance(out, StorePlan):
+            raise CaseFailed(f"prepare_store must be accepted; the target gave {out!r}")
+        _same(expect["keys"], out.keys, "keys to store")
+        if list(map(repr, expect["keys"])) != list(map(repr, out.keys)):
+            raise CaseFailed(f"keys to store in call order: {expect['keys']} vs {out.keys}")
+        _victims(expect, out.evicted, level, names)
+        for name, value in zip(expect["slots"], out.slots, strict=True):
+            names.slot(name, int(value))
+        names.ticket(expect["ticket"], out.ticket)
+    elif kind == "rejected":
+        if not isinstance(out, StoreRejected):
+            raise CaseFailed(f"prepare_store must be rejected (needed={expect['needed']}, "
+                             f"available={expect['available']}); the target gave {out!r}")
+        if (out.needed, out.available) != (expect["needed"], expect["available"]):
+            raise CaseFailed(f"rejection needed/available: expected {expect['needed']}/"
+                             f"{expect['available']}, got {out.needed}/{out.available}")
+    elif kind == "load_plan":
+        if not isinstance(out, LoadPlan):
+            raise CaseFailed(f"prepare_load returned {out!r}")
+        if list(map(repr, expect["keys"])) != list(map(repr, out.keys)):
+            raise CaseFailed(f"keys to load: expected {expect['keys']}, got {list(out.keys)}")
+        for name, value in zip(expect["slots"], out.slots, strict=True):
+            names.slot(name, int(value))
+        names.ticket(expect["ticket"], out.ticket)
+    elif kind == "completion":
+        if not isinstance(out, Completion):
+            raise CaseFailed(f"a completion returned {out!r}")
+        for part in ("applied", "released", "ignored"):
+            _same(expect[part], tuple(getattr(out, part)), part)
+    elif kind == "events":
+        if not isinstance(out, Events):
+            raise CaseFailed(f"take_events returned {out!r}")
+        subscriber.difference_update(out.removed)
+        subscriber.update(out.stored)
+        _same(expect["ready"], tuple(subscriber), "the subscriber's READY set")
+    elif kind == "reset" and out != expect["epoch"]:
+        raise CaseFailed(f"reset_cache must return epoch {expect['epoch']}; got {out!r}")
+
+
+def _lookup(expected: str, got: Any, profile: Profile) -> None:
+    name = "PENDING" if got is RETRY else getattr(got, "name", repr(got))
+    if name == expected or (expected == "PENDING" and profile is Profile.SAFE
+                            and got is LookupResult.MISS):
+        return
+    raise CaseFailed(f"lookup must answer {expected} ({profile.value} profile); the target "
+                     f"answered {name}")
+
+
+class AdapterDriver:
+    """Any other target, through the adapter ``kvoffload check`` uses for it."""
+
+    tickets = False
+
+    def __init__(self, adapter: Adapter, profile: Profile, level: Level = Level.ANY) -> None:
+        self.adapter = adapter
+        self.profile = profile
+        self.level = level
+        self.subscriber: set[Any] = set()
+
+    def lacks(self) -> set[str]:
+        caps = self.adapter.capabilities
+        return {op for op, has in (("touch", caps.touch), ("reset_cache", caps.reset),
+                                   ("take_events", caps.events)) if not has}
+
+    def step(self, call: dict[str, Any], expect: dict[str, Any], names: _Bindings) -> None:
+        a, op, keys = self.adapter, call["op"], _keys(call)
+        actions: dict[str, Callable[[], object]] = {
+            "lookup": lambda: a.lookup(keys[0]),
+            "prepare_load": lambda: a.prepare_load(keys),
+            "complete_load": lambda: a.complete_load(keys, None),
+            "touch": lambda: a.touch(keys),
+            "prepare_store": lambda: a.prepare_store(keys),
+            "complete_store": lambda: a.complete_store(keys, call.get("success", True), None),
+            "reset_cache": a.reset_cache,
+            "take_events": a.take_events,
+        }
+        try:
+            out = actions[op]()
+        except Exception as error:
+            if expect["kind"] == "error" and a.is_rejection(error):
+                return
+            raise CaseFailed(f"{op} raised {type(error).__name__}: {error}; expected "
+                             f"{expect['kind']}") from error
+        if expect["kind"] == "error":
+            raise CaseFailed(f"{op} must be rejected with [{expect['family']}]; the target "
+                             "accepted it")
+        self._check(expect, out, names)
+
+    def _check(self, expect: dict[str, Any], out: Any, names: _Bindings) -> None:
+        kind = expect["kind"]
+        if kind == "lookup":
+            _lookup(expect["result"], out, self.profile)
+        elif kind in ("store_plan", "rejected"):
+            if not isinstance(out, StoreOutcome):
+                raise TypeError("adapter returned a non-StoreOutcome")
+            if kind == "rejected":
+                if out.accepted:
+                    raise CaseFailed(f"prepare_store must be rejected; the target stored "
+                                     f"{list(out.keys)}, evicting {list(out.evicted)}")
+                return
+            if not out.accepted:
+                raise CaseFailed("prepare_store must be accepted; the target rejected it")
+            if list(map(repr, expect["keys"])) != list(map(repr, out.keys)):
+                raise CaseFailed(f"keys to store: expected {expect['keys']}, got "
+                                 f"{list(out.keys)}")
+            _victims(expect, out.evicted, self.level, names)
+            for name, value in zip(expect["slots"], out.slots, strict=True):
+                names.slot(name, value)
+        elif kind == "load_plan":
+            if not isinstance(out, LoadOutcome):
+                raise TypeError("adapter returned a non-LoadOutcome")
+            for name, value in zip(expect["slots"], out.slots, strict=True):
+                names.slot(name, value)
+        elif kind == "events" and isinstance(out, EventBatch):
+            for removed, keys in out.items:
+                (self.subscriber.difference_update if removed else self.subscriber.update)(keys)
+            _same(expect["ready"], tuple(self.subscriber), "the subscriber's READY set")
+
+
+def _is_native(obj: Any) -> bool:
+    return all(callable(getattr(obj, m, None)) for m in NATIVE_METHODS)
+
+
+def make_driver(target: str, config: CheckConfig) -> Callable[[int], Any]:
+    """A function building a fresh driver (one target instance) of a given capacity."""
+    if not target.startswith(("vllm==", "lmcache==")) and config.adapter in ("auto", "native"):
+        obj = load_object(target, config.policy.value)
+        takes_policy = "policy" in str(_signature(obj))
+        policy = {"policy": config.policy.value} if takes_policy else {}
+        probe = obj(1, **policy)
+        if _is_native(probe):
+            return lambda capacity: NativeDriver(obj(capacity, **policy), config.profile,
+                                                 config.level)
+    prepared = prepare(target, config)
+    return lambda capacity: AdapterDriver(prepared.make_adapter(capacity), config.profile,
+                                          config.level)
+
+
+def _signature(obj: Any) -> object:
+    try:
+        return inspect.signature(obj)
+    except (TypeError, ValueError):
+        return ""
+
+
+def replay_case(case: dict[str, Any], build: Callable[[int], Any]) -> tuple[int, str] | None:
+    """Replay one case; (step number, why) at its first broken expectation, else None."""
+    driver = build(case["capacity"])
+    names = _Bindings(case["capacity"])
+    for number, step in enumerate(case["steps"], 1):
+        names.held = list(step["held"])  # a new slot may reuse one this call freed
+        try:
+            driver.step(step["call"], step["expect"], names)
+        except CaseFailed as failed:
+            return number, str(failed)
+    return None
+
+
+def replay_corpus(directory: Path, target: str, config: CheckConfig) -> Outcome:
+    cases = load_cases(directory)
+    build = make_driver(target, config)
+    sample = build(1)
+    native = isinstance(sample, NativeDriver)
+    lacks = sample.lacks()
+    outcome = Outcome()
+    for case in cases:
+        why = applies(case, config)
+        missing = sorted(lacks & {s["call"]["op"] for s in case["steps"]})
+        if why is None and missing:
+            why = "the target has no " + ", ".join(missing)
+        if why is None and not native and any("ticket" in s["call"] for s in case["steps"]):
+            why = "completions name a ticket; this target's API has none"
+        if why is not None:
+            outcome.skipped[why] = outcome.skipped.get(why, 0) + 1
+            continue
+        failed = replay_case(case, build)
+        if failed is None:
+            outcome.passed.append(case["name"])
+        else:
+            outcome.failed.append((case["name"], *failed))
+    return outcome
+
+
+def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="corpus_command", required=True)
+    write = sub.add_parser("write", help="write the corpus (JSON cases, schema, index)")
+    write.add_argument("directory", type=Path)
+    write.add_argument("--depth", type=int, default=3,
+                       help="TINY traces of up to this many calls (default 3)")
+    replay = sub.add_parser("replay", help="replay a corpus against TARGET")
+    replay.add_argument("directory", type=Path)
+    replay.add_argument("target", nargs="?", default=DEFAULT_TARGET)
+    replay.add_argument("--adapter", default="auto")
+    replay.add_argument("--profile", choices=[p.value for p in Profile], default="strict")
+    replay.add_argument("--policy", choices=["lru", "arc"], default="lru")
+    replay.add_argument("--level", choices=[lv.value for lv in Level], default="any")
+    replay.add_argument("--assume", action="append", default=[], metavar="NAME")
+    replay.add_argument("--max-keys-per-call", default=None, metavar="N")
+    replay.add_argument("--show", type=int, default=10, help="failures to print (default 10)")
+
+
+def run_corpus_command(args: argparse.Namespace) -> int:
+    from .corpus import write_corpus
+
+    try:
+        if args.corpus_command == "write":
+            if args.depth < 0:
+                raise UsageError("--depth must be 0 or more")
+            counts = write_corpus(args.directory, args.depth)
+            print(f"wrote {sum(counts.values())} cases to {args.directory}: "
+                  + ", ".join(f"{n} {source}" for source, n in counts.items()))
+            return 0
+        config = CheckConfig.from_options(
+            profile=args.profile, policy=args.policy, level=args.level, assume=args.assume,
+            adapter=args.adapter, max_keys_per_call=args.max_keys_per_call)
+        outcome = replay_corpus(args.directory, args.target, config)
+    except (UsageError, TargetLoadError) as error:
+        print(f"kvoffload corpus: error: {error}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, KeyError) as error:
+        print(f"kvoffload corpus: error: cannot read the corpus: {error}", file=sys.stderr)
+        return 2
+    print(f"{len(outcome.passed)} passed, {len(outcome.failed)} failed, "
+          f"{sum(outcome.skipped.values())} skipped")
+    for why, count in sorted(outcome.skipped.items()):
+        print(f"  skipped {count}: {why}")
+    for name, step, why in outcome.failed[:args.show]:
+        print(f"FAILED {name} at step {step}: {why}")
+    return 1 if outcome.failed else 0

@@ -1,0 +1,63 @@
+"""The corpus's C++17 replayer (corpus/replayer/replay.cpp) builds with g++ and Debian's
+nlohmann-json3-dev and replays the corpus against its toy manager. Skipped without
+them, except under CI (CI=true), where .ci/run installs both."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kvoffload.conformance.corpus import write_corpus
+
+SOURCE = Path(__file__).resolve().parents[2] / "corpus" / "replayer" / "replay.cpp"
+HEADER = Path("/usr/include/nlohmann/json.hpp")
+
+
+@pytest.fixture(scope="module")
+def replayer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("g++") is None or not HEADER.is_file():
+        reason = "g++ or nlohmann-json3-dev is missing (apt-get install g++ nlohmann-json3-dev)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}; .ci/run installs them")
+        pytest.skip(reason)
+    binary = tmp_path_factory.mktemp("replayer") / "replay"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-o", str(binary),
+                    str(SOURCE)], check=True, capture_output=True, text=True)
+    return binary
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("corpus")
+    write_corpus(directory, depth=2, selftest=False)
+    return directory
+
+
+def test_the_toy_manager_passes_the_cases_it_replays(replayer: Path, corpus: Path) -> None:
+    done = subprocess.run([str(replayer), str(corpus)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout
+    passed, failed, skipped = (int(w) for w in done.stdout.split()[::2][:3])
+    assert failed == 0
+    assert passed > 250
+    assert skipped > 0
+
+
+def test_a_wrong_expectation_fails(replayer: Path, corpus: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "corpus"
+    shutil.copytree(corpus, broken)
+    case_file = broken / "cases" / "scenario-pr41795.json"
+    case = json.loads(case_file.read_text())
+    case["steps"][1]["expect"]["result"] = "MISS"
+    case_file.write_text(json.dumps(case))
+    done = subprocess.run([str(replayer), str(broken)], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "FAILED scenario-pr41795 at step 2: lookup" in done.stdout
+
+
+def test_an_unreadable_corpus_exits_2(replayer: Path, tmp_path: Path) -> None:
+    assert subprocess.run([str(replayer), str(tmp_path)], capture_output=True).returncode == 2

@@ -1,0 +1,163 @@
+"""LMCache 0.5.6's real backends under the suite (``pip install -e '.[lmcache]'``).
+
+Each failure documented in docs/engines.md is replayed here as its shrunk trace, and
+the CPU backend's conforming configuration is checked with a small budget. Without
+LMCache these tests skip; under CI (CI=true) they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from kvoffload.conformance.config import CheckConfig, Level, Profile
+from kvoffload.conformance.errors import PropertyViolation
+from kvoffload.conformance.lmcache_loader import installed_version
+from kvoffload.conformance.reproduce import reproduce
+from kvoffload.conformance.runner import run_check
+from kvoffload.spec import Call, Op
+
+pytestmark = pytest.mark.lmcache
+
+TARGET = "lmcache==0.5.6"
+CPU_FIT = ("no-reset-in-flight", "no-store-while-storing")
+"""The assumptions under which the CPU backend conforms (safe profile, level any)."""
+
+
+@pytest.fixture(autouse=True)
+def _lmcache_installed() -> None:
+    have = installed_version()
+    if have != "0.5.6":
+        reason = f"LMCache 0.5.6 is not installed (found {have}): pip install -e '.[lmcache]'"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason} (under CI a green run may not hide a missing install)")
+        pytest.skip(reason)
+
+
+def store(key: str, success: bool = True) -> list[Call]:
+    return [Call(Op.PREPARE_STORE, (key,)), Call(Op.COMPLETE_STORE, (key,), success=success)]
+
+
+def violation(adapter: str, calls: list[Call], **config: Any) -> PropertyViolation | None:
+    values = {"adapter": adapter, "capacity": 1, **config}
+    try:
+        reproduce(TARGET, values, calls)
+    except PropertyViolation as found:
+        return found
+    return None
+
+
+def test_cpu_backend_conforms_where_it_fits() -> None:
+    config = CheckConfig(profile=Profile.SAFE, assume=CPU_FIT, adapter="lmcache-cpu",
+                         max_keys_per_call=1, max_examples=40, steps=80, seed=1)
+    result = run_check(TARGET, config)
+    assert result.verdict == "conforms", result.violation
+    assert result.adapter == "lmcache-cpu"
+
+
+def test_cpu_store_in_flight_reads_as_miss() -> None:
+    """strict: between allocate() and submit_put_task() contains() is False."""
+    found = violation("lmcache-cpu", [Call(Op.PREPARE_STORE, ("a",)), Call(Op.LOOKUP, ("a",))])
+    assert found is not None
+    assert found.prop == "lookup"
+    assert "must answer PENDING" in found.message
+    assert "answered MISS" in found.message
+    assert violation("lmcache-cpu", [Call(Op.PREPARE_STORE, ("a",)), Call(Op.LOOKUP, ("a",))],
+                     profile="safe") is None
+
+
+def test_cpu_put_after_clear_resurrects_the_chunk() -> None:
+    calls = [Call(Op.PREPARE_STORE, ("a",)), Call(Op.RESET_CACHE),
+             Call(Op.COMPLETE_STORE, ("a",)), Call(Op.LOOKUP, ("a",))]
+    found = violation("lmcache-cpu", calls, profile="safe")
+    assert found is not None
+    assert found.prop == "lookup"
+    assert "must answer MISS" in found.message
+    assert "answered HIT" in found.message
+
+
+def test_cpu_clear_keeps_a_chunk_being_read() -> None:
+    calls = [*store("a"), Call(Op.PREPARE_LOAD, ("a",)), Call(Op.RESET_CACHE),
+             Call(Op.LOOKUP, ("a",))]
+    found = violation("lmcache-cpu", calls, profile="safe")
+    assert found is not None
+    assert found.prop == "lookup"
+    assert "answered HIT" in found.message
+
+
+def test_cpu_second_store_of_a_chunk_being_written() -> None:
+    calls = [Call(Op.PREPARE_STORE, ("a",)), Call(Op.PREPARE_STORE, ("a",))]
+    found = violation("lmcache-cpu", calls, profile="safe")
+    assert found is not None
+    assert found.prop == "rejection"
+    found = violation("lmcache-cpu", calls, profile="safe", capacity=2)
+    assert found is not None
+    assert found.prop == "store-plan"
+
+
+def test_cpu_reads_do_not_refresh_lru() -> None:
+    calls = [*store("a"), *store("b"), Call(Op.PREPARE_LOAD, ("a",)),
+             Call(Op.COMPLETE_LOAD, ("a",)), Call(Op.PREPARE_STORE, ("c",))]
+    exact = violation("lmcache-cpu", calls, profile="safe", capacity=2, level=Level.EXACT.value)
+    assert exact is not None
+    assert exact.prop == "eviction-choice"
+    assert "must evict ('b',)" in exact.message
+    assert violation("lmcache-cpu", calls, profile="safe", capacity=2) is None
+
+
+def test_disk_reports_pending_while_its_write_runs() -> None:
+    calls = [Call(Op.PREPARE_STORE, ("a",)), Call(Op.LOOKUP, ("a",)),
+             Call(Op.COMPLETE_STORE, ("a",)), Call(Op.LOOKUP, ("a",)),
+             Call(Op.PREPARE_LOAD, ("a",)), Call(Op.COMPLETE_LOAD, ("a",))]
+    assert violation("lmcache-disk", calls) is None
+
+
+def test_disk_failed_write_keeps_its_space() -> None:
+    calls = [*store("a"), *store("b", success=False), Call(Op.PREPARE_STORE, ("c",))]
+    found = violation("lmcache-disk", calls, capacity=2)
+    assert found is not None
+    assert found.prop == "eviction-choice"
+    assert "must evict exactly 0" in found.message
+
+
+def test_disk_failed_write_blocks_the_chunk_forever() -> None:
+    found = violation("lmcache-disk", [*store("a", success=False),
+                                       Call(Op.PREPARE_STORE, ("a",))])
+    assert found is not None
+    assert found.prop == "store-plan"
+    found = violation("lmcache-disk", [*store("a", success=False), Call(Op.LOOKUP, ("a",))])
+    assert found is not None
+    assert found.prop == "lookup"
+    assert "answered PENDING" in found.message
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from kvoffload.conformance.corpus import write_corpus
+
+    directory = tmp_path_factory.mktemp("corpus")
+    write_corpus(directory, depth=2, selftest=False)
+    return directory
+
+
+def test_corpus_replay_on_the_cpu_backend(corpus: Any) -> None:
+    from kvoffload.conformance.corpus_replay import replay_corpus
+
+    fit = CheckConfig(profile=Profile.SAFE, assume=CPU_FIT, max_keys_per_call=1)
+    outcome = replay_corpus(corpus, TARGET, fit)
+    assert outcome.passed
+    assert not outcome.failed
+    exact = replay_corpus(corpus, TARGET, CheckConfig(
+        profile=Profile.SAFE, assume=CPU_FIT, max_keys_per_call=1, level=Level.EXACT))
+    assert [name for name, _, _ in exact.failed] == ["engines-lmcache-cpu-read-refreshes-lru"]
+
+
+def test_corpus_replay_on_the_disk_backend(corpus: Any) -> None:
+    from kvoffload.conformance.corpus_replay import replay_corpus
+
+    config = CheckConfig(adapter="lmcache-disk", max_keys_per_call=1)
+    failed = {name for name, _, _ in replay_corpus(corpus, TARGET, config).failed}
+    assert {"engines-lmcache-disk-failed-store-frees",
+            "engines-lmcache-disk-failed-store-retried"} <= failed
