@@ -6,7 +6,6 @@ import dataclasses
 import inspect
 
 import pytest
-from vllm_releases import common_module, release_or_skip, req_context, types_of
 
 from kvoffload.impl.vllm_facade import VllmFacade
 from kvoffload.impl.vllm_types import (
@@ -20,6 +19,7 @@ from kvoffload.impl.vllm_types import (
     VllmTypes,
 )
 from kvoffload.spec import NotReadable, Policy, UnmatchedCompleteLoad
+from vllm_releases import common_module, release_or_skip, req_context, types_of
 
 
 def facade(capacity: int = 2, *, enum_lookup: bool = True, events: bool = True) -> VllmFacade:

@@ -9,7 +9,6 @@ import random
 from typing import Any
 
 import pytest
-from vllm_releases import release_or_skip, req_context, types_of
 
 from kvoffload.impl.vllm_facade import UnsupportedArgument, VllmFacade
 from kvoffload.impl.vllm_types import (
@@ -19,6 +18,7 @@ from kvoffload.impl.vllm_types import (
     VllmTypes,
 )
 from kvoffload.spec import BadCapacity, LookupResult, NotReadable
+from vllm_releases import release_or_skip, req_context, types_of
 
 USAGE, SKIPPED = CpuOffloadingMetrics.CPU_CACHE_USAGE_PERC, CpuOffloadingMetrics.STORES_SKIPPED
 MISS, PENDING, HIT = VllmLookupResult.MISS, VllmLookupResult.HIT_PENDING, VllmLookupResult.HIT

@@ -16,10 +16,10 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
-from vllm_releases import release_or_skip, req_context, types_of
 
 from kvoffload.impl.vllm_facade import VllmFacade
 from kvoffload.impl.vllm_types import VllmTypes
+from vllm_releases import release_or_skip, req_context, types_of
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "vendoring.md"
 

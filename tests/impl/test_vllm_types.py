@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from vllm_releases import common_module, release_or_skip, types_of
 
 from kvoffload.impl.vllm_types import (
     CpuBlockIds,
@@ -15,6 +14,7 @@ from kvoffload.impl.vllm_types import (
     VllmTypes,
 )
 from kvoffload.spec import LookupResult
+from vllm_releases import common_module, release_or_skip, types_of
 
 
 def test_vllm_lookup_result_is_not_the_specs() -> None:
