@@ -150,7 +150,7 @@ def _check(args: argparse.Namespace, config: CheckConfig) -> int:
     from .report import (
         check_junit,
         configuration_text,
-        counterexample_text,
+        failures_text,
         summary_text,
         write_check_report,
     )
@@ -162,10 +162,10 @@ def _check(args: argparse.Namespace, config: CheckConfig) -> int:
     print(configuration_text(result))
     print()
     print(summary_text(result))
-    report, reproducer = write_check_report(result, args.report_dir)
-    if result.violation is not None:
+    report, _ = write_check_report(result, args.report_dir)
+    if result.failures:
         print()
-        print(counterexample_text(result.violation, str(reproducer) if reproducer else None))
+        print(failures_text(result, args.report_dir))
     if args.junit is not None:
         args.junit.write_text(check_junit(result), encoding="utf-8")
     print(f"\nreport: {report}")

@@ -57,7 +57,7 @@ CHOICE = st.integers(0, 2**32 - 1)
 """One draw per step: Hypothesis costs about 0.1 ms per value drawn, more than a
 lockstep step, and the suite shrinks call traces itself."""
 
-BURST = 4
+BURST = 8
 """Calls per Hypothesis step: each step's generator makes this many calls in a row,
 which divides Hypothesis's per-step cost among them (``--steps`` still counts calls)."""
 

@@ -88,7 +88,7 @@ class ConformanceItem(pytest.Item):
 
     def runtest(self) -> None:
         from .errors import UsageError
-        from .report import configuration_text, counterexample_text, write_check_report
+        from .report import configuration_text, failures_text, write_check_report
         from .runner import run_check
         from .targets import absolute_target
 
@@ -107,7 +107,7 @@ class ConformanceItem(pytest.Item):
         if result.violation is not None:
             raise ConformanceFailure(
                 configuration_text(result) + "\n\n"
-                + counterexample_text(result.violation, str(reproducer) if reproducer else None))
+                + failures_text(result, folder))
         if result.error is not None:
             raise ConformanceFailure(f"the run did not finish: {result.error}")
         if result.verdict == "interrupted":
