@@ -298,3 +298,25 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
     _, err = process.communicate(timeout=30)
     assert process.returncode == 130
     assert "a second Ctrl-C" in err
+
+
+def test_a_constructor_that_exits_later_is_no_false_green(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first instance builds; a later one raises SystemExit(0) (an example's
+    target): the run cannot finish, exit 2, never 0."""
+    path = write(tmp_path, "exits_later.py", """
+        import sys
+        from kvoffload.impl import OffloadManager
+        BUILT = []
+
+        def build(capacity):
+            BUILT.append(capacity)
+            if len(BUILT) > 2:
+                sys.exit(0)
+            return OffloadManager(capacity)
+    """)
+    assert check([f"{path}:build"], tmp_path / "r") == 2
+    captured = capsys.readouterr()
+    assert "SystemExit" in captured.err
+    assert "CONFORMS" not in captured.out

@@ -114,6 +114,14 @@ def run_check_command(args: argparse.Namespace) -> int:
         print("kvoffload check: interrupted (a second Ctrl-C): no report written",
               file=sys.stderr)
         return EXIT_INTERRUPTED
+    except SystemExit as exit_:  # never a false green: a SystemExit here is the target's
+        print(f"kvoffload check: error: SystemExit({exit_.code!r}) escaped the run (raised "
+              f"by the target outside a call); no verdict", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as error:  # the suite's own bug: say so in one line, exit 2
+        print(f"kvoffload check: error: internal error, please report it: "
+              f"{type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def check_writable(report_dir: Path, junit: Path | None) -> None:
