@@ -213,6 +213,9 @@ def test_a_call_that_overruns_the_timeout_is_a_liveness_failure(
     assert "property 'liveness' violated" in out
     assert "touch(" in out
     assert "did not return within --call-timeout 0.2 s" in out
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert [v["property"] for v in report["violations"]] == ["liveness"]
+    assert report["run"]["examples"] < 20  # a hang ends the run: no 10 s wait per example
 
 
 def test_capacity_is_bounded_and_help_says_so(

@@ -28,7 +28,7 @@ from .config import (
     Level,
     Profile,
 )
-from .errors import UsageError
+from .errors import MAX_MESSAGE, UsageError, clip
 from .targets import DEFAULT_TARGET, absolute_target
 
 SELF_TEST_SEED = 20261202
@@ -190,7 +190,10 @@ def exit_status(verdict: str, error: str | None) -> int:
         return EXIT_CONFORMS
     if verdict == "fails":
         return EXIT_FAILS
-    print(f"kvoffload check: error: the run did not finish: {error}", file=sys.stderr)
+    lines = str(error).splitlines() or [""]
+    more = " (the rest in report.json)" if len(lines) > 1 else ""
+    print(f"kvoffload check: error: the run did not finish: {clip(lines[0], MAX_MESSAGE)}"
+          f"{more}", file=sys.stderr)
     return EXIT_USAGE
 
 
