@@ -53,8 +53,8 @@ class SpecBackedManager:
         self.state, plan = prepare_load(self.state, keys)
         return plan
 
-    def complete_load(self, keys: Iterable[Key], epoch: int | None = None) -> Completion:
-        self.state, done = complete_load(self.state, keys, epoch)
+    def complete_load(self, keys: Iterable[Key], ticket: int | None = None) -> Completion:
+        self.state, done = complete_load(self.state, keys, ticket)
         return done
 
     def touch(self, keys: Iterable[Key]) -> None:
@@ -74,9 +74,9 @@ class SpecBackedManager:
         return plan
 
     def complete_store(
-        self, keys: Iterable[Key], success: bool = True, epoch: int | None = None
+        self, keys: Iterable[Key], success: bool = True, ticket: int | None = None
     ) -> Completion:
-        self.state, done = complete_store(self.state, keys, success, epoch)
+        self.state, done = complete_store(self.state, keys, success, ticket)
         return done
 
     def reset_cache(self) -> int:

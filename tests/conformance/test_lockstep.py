@@ -54,7 +54,7 @@ class KeysTwiceInPlan(OffloadManager):
         keys = list(keys)
         plan = super().prepare_store(keys)
         if isinstance(plan, StorePlan) and len(keys) > len(set(keys)):
-            return StorePlan(plan.keys * 2, plan.slots * 2, plan.evicted, plan.epoch)
+            return replace(plan, keys=plan.keys * 2, slots=plan.slots * 2)
         return plan
 
 
@@ -92,11 +92,11 @@ class ResetSkipsEpoch(OffloadManager):
 
 
 class WrongMisuseError(OffloadManager):
-    def complete_load(self, keys: Iterable[Key], epoch: int | None = None) -> Completion:
+    def complete_load(self, keys: Iterable[Key], ticket: int | None = None) -> Completion:
         keys = list(keys)
         if any(k not in self._readers for k in keys):
             raise NotReadable("wrong error type", keys=tuple(keys))
-        return super().complete_load(keys, epoch)
+        return super().complete_load(keys, ticket)
 
 
 class RejectsAfterPublishing(OffloadManager):
@@ -110,6 +110,14 @@ class RejectsAfterPublishing(OffloadManager):
                 self._order.evictable([key])
                 raise NotReadable("too late", keys=(key,))
         return super().prepare_load(keys)
+
+
+class ReusesTickets(OffloadManager):
+    """Names every store plan's job 7: a second job cannot be told apart."""
+
+    def prepare_store(self, keys: Iterable[Key]) -> StorePlan | StoreRejected:
+        plan = super().prepare_store(keys)
+        return replace(plan, ticket=7) if isinstance(plan, StorePlan) else plan
 
 
 class TouchCrashes(OffloadManager):
@@ -151,7 +159,10 @@ CASES = [
      [c(PS, "a"), c(R), c(PS, "b")]),
     ("load-plan", LoadKeysReordered, {}, [c(PS, "a", "b"), c(CS, "a", "b"), c(PL, "a", "b")]),
     ("completion", mutants.StaleCompletionMarksReady, {"capacity": 2},
-     [c(PS, "a"), c(R), c(PS, "a"), c(CS, "a", epoch=0)]),
+     [c(PS, "a"), c(R), c(PS, "a"), c(CS, "a", ticket=0)]),
+    ("completion", mutants.IgnoresTicket, {"capacity": 2},
+     [c(PS, "a"), c(CS, "a", success=False), c(PS, "a"), c(CS, "a", ticket=0)]),
+    ("tickets", ReusesTickets, {}, [c(PS, "a"), c(PS, "b")]),
     ("epochs", ResetSkipsEpoch, {}, [c(R)]),
     ("events", mutants.MissingRemovalEvent, {"capacity": 1},
      [c(PS, "a"), c(CS, "a"), c(E), c(PS, "b"), c(E)]),

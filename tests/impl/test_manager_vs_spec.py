@@ -8,7 +8,8 @@ freedom the spec allows, the choice of free slots, is handed from the manager to
 spec. On top of the suite's comparison, the manager's own consistency check and its
 eviction order (seen through evictability) are compared with the spec's model after
 every call. Sequences include duplicate keys, failed stores, resets with copies in
-flight, both completion forms (with stale and unknown epochs) and misuse.
+flight, both completion forms (tickets of running, finished, pre-reset and never-issued
+jobs) and misuse.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from kvoffload.spec import ArcLists, CacheState, Call, LruOrder, Op, Phase, Poli
 
 KEYS = st.sampled_from("abcdef")
 CALL_KEYS = st.lists(KEYS, max_size=5)
-EPOCHS = st.one_of(st.none(), st.integers(min_value=-1, max_value=4))
+TICKETS = st.one_of(st.none(), st.integers(min_value=-1, max_value=12))
 
 
 class Lockstep(RuleBasedStateMachine):
@@ -68,17 +69,17 @@ class Lockstep(RuleBasedStateMachine):
         self.step(Call(Op.PREPARE_STORE, tuple(keys)))
         self.step(Call(Op.COMPLETE_STORE, tuple(keys)))
 
-    @rule(keys=CALL_KEYS, success=st.booleans(), epoch=EPOCHS)
-    def complete_store(self, keys: list[str], success: bool, epoch: int | None) -> None:
-        self.step(Call(Op.COMPLETE_STORE, tuple(keys), success=success, epoch=epoch))
+    @rule(keys=CALL_KEYS, success=st.booleans(), ticket=TICKETS)
+    def complete_store(self, keys: list[str], success: bool, ticket: int | None) -> None:
+        self.step(Call(Op.COMPLETE_STORE, tuple(keys), success=success, ticket=ticket))
 
-    @rule(data=st.data(), success=st.booleans(), epoch=EPOCHS)
+    @rule(data=st.data(), success=st.booleans(), ticket=TICKETS)
     def complete_storing_keys(self, data: st.DataObject, success: bool,
-                              epoch: int | None) -> None:
+                              ticket: int | None) -> None:
         """Completions that mostly hit STORING keys, so blocks reach READY often."""
         storing = self.keys_in(Phase.STORING)
         keys = data.draw(st.lists(st.sampled_from(storing), max_size=4)) if storing else []
-        self.step(Call(Op.COMPLETE_STORE, tuple(keys), success=success, epoch=epoch))
+        self.step(Call(Op.COMPLETE_STORE, tuple(keys), success=success, ticket=ticket))
 
     @rule(keys=CALL_KEYS)
     def prepare_load(self, keys: list[str]) -> None:
@@ -90,17 +91,17 @@ class Lockstep(RuleBasedStateMachine):
         keys = data.draw(st.lists(st.sampled_from(ready), max_size=4)) if ready else []
         self.step(Call(Op.PREPARE_LOAD, tuple(keys)))
 
-    @rule(keys=CALL_KEYS, epoch=EPOCHS)
-    def complete_load(self, keys: list[str], epoch: int | None) -> None:
-        self.step(Call(Op.COMPLETE_LOAD, tuple(keys), epoch=epoch))
+    @rule(keys=CALL_KEYS, ticket=TICKETS)
+    def complete_load(self, keys: list[str], ticket: int | None) -> None:
+        self.step(Call(Op.COMPLETE_LOAD, tuple(keys), ticket=ticket))
 
-    @rule(data=st.data(), epoch=EPOCHS)
-    def complete_read_keys(self, data: st.DataObject, epoch: int | None) -> None:
+    @rule(data=st.data(), ticket=TICKETS)
+    def complete_read_keys(self, data: st.DataObject, ticket: int | None) -> None:
         read = sorted(str(b.key) for b in self.spec.blocks if b.readers)
         orphans = sorted(str(o.key) for o in self.spec.orphans)
         pool = read + orphans
         keys = data.draw(st.lists(st.sampled_from(pool), max_size=3)) if pool else []
-        self.step(Call(Op.COMPLETE_LOAD, tuple(keys), epoch=epoch))
+        self.step(Call(Op.COMPLETE_LOAD, tuple(keys), ticket=ticket))
 
     @rule(keys=CALL_KEYS)
     def touch(self, keys: list[str]) -> None:

@@ -32,9 +32,9 @@ Reported = LookupResult | Retry
 class StoreOutcome:
     """``prepare_store`` as the target answered it.
 
-    Accepted: ``keys`` to store, their ``slots``, the ``evicted`` keys and the plan's
-    ``epoch`` (None: the API has none). Rejected: ``needed`` / ``available`` when the
-    API reports them (None otherwise).
+    Accepted: ``keys`` to store, their ``slots``, the ``evicted`` keys, the plan's
+    ``epoch`` and job ``ticket`` (None: the API has none). Rejected: ``needed`` /
+    ``available`` when the API reports them (None otherwise).
     """
 
     accepted: bool
@@ -42,17 +42,21 @@ class StoreOutcome:
     slots: tuple[int, ...] = ()
     evicted: tuple[Key, ...] = ()
     epoch: int | None = None
+    ticket: int | None = None
+    """The plan's job ticket (None: the API has none, vLLM's)."""
     needed: int | None = None
     available: int | None = None
 
 
 @dataclass(frozen=True)
 class LoadOutcome:
-    """``prepare_load`` as the target answered it: where to read, and the epoch if any."""
+    """``prepare_load`` as the target answered it: where to read, the epoch and job
+    ticket if the API has them."""
 
     keys: tuple[Key, ...] | None
     slots: tuple[int, ...]
     epoch: int | None = None
+    ticket: int | None = None
 
 
 @dataclass(frozen=True)
@@ -69,8 +73,8 @@ class Capabilities:
     touch: bool = True
     reset: bool = True
     events: bool = True
-    completion_epochs: bool = True
-    """Completions may name their job's epoch (the reset-safe form)."""
+    completion_tickets: bool = True
+    """Plans carry job tickets and completions may name them (the ticket form)."""
     typed_misuse: bool = True
     """Misuse is rejected with the spec's typed errors (else with ``AssertionError``)."""
     strict_lookup: bool = True
@@ -87,14 +91,14 @@ class Adapter(Protocol):
 
     def prepare_load(self, keys: Sequence[Key]) -> LoadOutcome: ...
 
-    def complete_load(self, keys: Sequence[Key], epoch: int | None) -> Completion | None: ...
+    def complete_load(self, keys: Sequence[Key], ticket: int | None) -> Completion | None: ...
 
     def touch(self, keys: Sequence[Key]) -> None: ...
 
     def prepare_store(self, keys: Sequence[Key]) -> StoreOutcome: ...
 
     def complete_store(
-        self, keys: Sequence[Key], success: bool, epoch: int | None
+        self, keys: Sequence[Key], success: bool, ticket: int | None
     ) -> Completion | None: ...
 
     def reset_cache(self) -> int | None: ...

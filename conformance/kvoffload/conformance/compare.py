@@ -124,6 +124,20 @@ def check_prepare_load(run: Lockstep, call: Call, new: CacheState, expected: obj
             [call_row(call), ("slots", show(wanted), show(got.slots)),
              *ex.context(run.state, spec_keys)])
     check_epoch(call, getattr(expected, "epoch", None), got.epoch)
+    check_ticket(run, call, getattr(expected, "ticket", None), got.ticket)
+
+
+def check_ticket(run: Lockstep, call: Call, expected: int | None, got: int | None) -> None:
+    """A plan's ticket must be one the target never issued before; it is paired with the
+    spec's ticket for the same job."""
+    if expected is None or got is None:
+        return
+    if not run.map_ticket(expected, got):
+        raise PropertyViolation(
+            "tickets", f"{call} named its job with ticket {got}, which the target had "
+            f"already issued (to the job the spec calls {run.to_spec[got]}); every plan "
+            "needs a fresh ticket",
+            [call_row(call), ("ticket", f"fresh (spec's {expected})", str(got))])
 
 
 def check_completion(run: Lockstep, call: Call, new: CacheState, expected: object,
@@ -240,6 +254,7 @@ def check_store(run: Lockstep, call: Call, exact: object,
     if not isinstance(plan, StorePlan):
         raise TypeError("the spec rejected a store it had accepted")  # suite bug
     check_epoch(call, plan.epoch, got.epoch)
+    check_ticket(run, call, plan.ticket, got.ticket)
     return new, plan
 
 

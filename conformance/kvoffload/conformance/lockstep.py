@@ -18,7 +18,7 @@ the slot its block was stored in" compares the target with itself through the sp
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvoffload.spec import (
     CacheState,
@@ -76,6 +76,9 @@ class Lockstep:
         self.phase = "run"
         self.generated = 0
         """How many calls came before the drain (the rest of ``trace`` is the drain)."""
+        self.to_target: dict[int, int] = {}
+        """Spec ticket -> the target's ticket for the same job (one to one)."""
+        self.to_spec: dict[int, int] = {}
 
     # --- driving -------------------------------------------------------------------
 
@@ -126,11 +129,12 @@ class Lockstep:
                                if b.readers):
             self.step(Call(Op.COMPLETE_LOAD, readers))
         if stale_completions:
+            named = self.adapter.capabilities.completion_tickets
             for orphan in sorted(self.state.orphans, key=lambda o: (o.epoch, o.slot)):
-                epoch = orphan.epoch if self.adapter.capabilities.completion_epochs else None
                 op = Op.COMPLETE_STORE if orphan.kind.value == "store" else Op.COMPLETE_LOAD
-                for _ in range(orphan.count):
-                    self.step(Call(op, (orphan.key,), epoch=epoch, origin=orphan.epoch))
+                for ticket in orphan.tickets:
+                    self.step(Call(op, (orphan.key,), ticket=ticket if named else None,
+                                   job=ticket))
         room = len(self.state.free_slots()) + len(self.state.evictable())
         if room:
             fresh = tuple(k for k in (f"new{i}" for i in range(room + len(self.seen)))
@@ -139,8 +143,27 @@ class Lockstep:
         self.phase = "run"
 
     def call_target(self, call: Call) -> TargetAnswer:
-        """Make ``call`` on the target: the one place the suite calls it."""
+        """Make ``call`` on the target: the one place the suite calls it. A ticket is
+        the spec's: the target is told its own ticket for that job."""
+        if call.ticket is not None:
+            call = replace(call, ticket=self.target_ticket(call.ticket), job=None)
         return TargetAnswer(*guarded_call(send, self.adapter, call, self.config.call_timeout))
+
+    def target_ticket(self, spec_ticket: int) -> int:
+        """The target's ticket for the spec's ``spec_ticket``; for a ticket the spec never
+        issued, one the target has not issued either."""
+        mapped = self.to_target.get(spec_ticket)
+        if mapped is not None:
+            return mapped
+        return max(self.to_spec, default=0) + 1_000_000 + spec_ticket
+
+    def map_ticket(self, spec_ticket: int, target_ticket: int) -> bool:
+        """Pair a plan's tickets; False if the target's was issued before (not fresh)."""
+        if target_ticket in self.to_spec:
+            return False
+        self.to_spec[target_ticket] = spec_ticket
+        self.to_target[spec_ticket] = target_ticket
+        return True
 
     # --- one call --------------------------------------------------------------------
 

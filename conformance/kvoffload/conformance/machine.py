@@ -64,8 +64,8 @@ which divides Hypothesis's per-step cost among them (``--steps`` still counts ca
 WEIGHTS: dict[str, float] = {
     "lookup": 3, "prepare_store": 3, "store_and_complete": 3, "complete_store": 3,
     "complete_store_unmatched": 1, "prepare_load": 2, "complete_load": 2, "touch": 2,
-    "reset_cache": 1, "take_events": 1.5, "complete_stale": 3,
-    "prepare_load_not_ready": 1, "complete_load_unmatched": 1, "complete_future_epoch": 0.5,
+    "reset_cache": 1, "take_events": 1.5, "complete_stale": 3, "complete_finished": 2,
+    "prepare_load_not_ready": 1, "complete_load_unmatched": 1, "complete_unknown_ticket": 0.5,
 }
 """Relative frequency of each kind of call, where it is possible at all."""
 
@@ -85,10 +85,12 @@ def key_pool(capacity: int) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class _Group:
-    """The keys one plan handed out: a job whose completions the machine will send."""
+    """The keys one plan handed out: a job whose completions the machine will send,
+    named by the spec's ticket (the lockstep driver tells the target its own)."""
 
     kind: CopyKind
     epoch: int
+    ticket: int
     keys: tuple[Key, ...]
 
 
@@ -121,9 +123,9 @@ class Setup:
         misuse = not config.assumes("no-misuse")
         self.allowed = {
             "touch": caps.touch, "reset_cache": caps.reset, "take_events": caps.events,
-            "complete_stale": self.stale and caps.reset,
+            "complete_stale": self.stale and caps.reset, "complete_finished": self.stale,
             "prepare_load_not_ready": misuse, "complete_load_unmatched": misuse,
-            "complete_future_epoch": misuse and caps.completion_epochs,
+            "complete_unknown_ticket": self.stale and caps.completion_tickets,
         }
         """Operations this target and configuration allow at all (absent: allowed)."""
 
@@ -149,6 +151,8 @@ class LockstepMachine(RuleBasedStateMachine):
         self.run: Lockstep | None = None
         self.capacity = 1
         self.groups: list[_Group] = []
+        self.finished: list[_Group] = []
+        """Jobs that finished (every key completed or dropped), for late duplicates."""
         self.broken = False
         self.enabled: tuple[tuple[str, float, str | None], ...] = ()
         self.keys: tuple[Key, ...] = ()
@@ -236,9 +240,10 @@ class LockstepMachine(RuleBasedStateMachine):
         if isinstance(output, StorePlan):
             self.gone.extend(output.evicted)
             if output.keys:
-                self.groups.append(_Group(CopyKind.STORE, output.epoch, output.keys))
+                self.groups.append(_Group(CopyKind.STORE, output.epoch, output.ticket,
+                                          output.keys))
         elif isinstance(output, LoadPlan) and output.keys:
-            self.groups.append(_Group(CopyKind.LOAD, output.epoch, output.keys))
+            self.groups.append(_Group(CopyKind.LOAD, output.epoch, output.ticket, output.keys))
         return output
 
     def _facts(self, state: CacheState) -> dict[str, bool]:
@@ -265,40 +270,50 @@ class LockstepMachine(RuleBasedStateMachine):
         self._options = (state, names, weights)
         return names, weights
 
-    def _still_running(self, kind: CopyKind, epoch: int, key: Key) -> bool:
+    def _still_running(self, group: _Group, key: Key) -> bool:
+        """Is ``group``'s copy of ``key`` still running (live, or left by a reset)?"""
         state = self.state
-        if epoch < state.epoch:
-            return state.orphan(key, kind, epoch) is not None
+        if group.epoch < state.epoch:
+            return state.orphan_of_job(key, group.kind, group.ticket) is not None
         block = state.table.get(key)
         if block is None:
             return False
-        return block.phase is Phase.STORING if kind is CopyKind.STORE else block.readers > 0
+        if group.kind is CopyKind.STORE:
+            return block.phase is Phase.STORING and block.ticket == group.ticket
+        return group.ticket in block.loads
 
     def _jobs(self, kind: CopyKind | None, stale: bool) -> list[_Group]:
         """The jobs still running (keys not yet completed), of ``kind`` (any if None),
         from before the last reset (``stale``) or from this epoch."""
-        live = [_Group(g.kind, g.epoch, tuple(k for k in g.keys
-                                              if self._still_running(g.kind, g.epoch, k)))
-                for g in self.groups]
-        self.groups = [g for g in live if g.keys]
+        groups = []
+        for group in self.groups:
+            running = tuple(k for k in group.keys if self._still_running(group, k))
+            if running:
+                groups.append(replace(group, keys=running))
+            else:
+                self.finished.append(group)
+        self.groups, self.finished = groups, self.finished[-8:]
         epoch = self.state.epoch
         return [g for g in self.groups if (kind is None or g.kind is kind)
                 and (g.epoch < epoch if stale else g.epoch == epoch)]
 
-    def _complete(self, rng: random.Random, job: _Group) -> None:
-        """A completion for (part of) ``job``, in vLLM's form or naming its epoch."""
+    def _complete(self, rng: random.Random, job: _Group, running: bool = True) -> None:
+        """A completion for (part of) ``job``: naming its ticket (the ticket form), or in
+        vLLM's form, with ``job=`` set where it is not the keys' running job (stale or
+        finished), so ``no-stale-completions`` can exclude it."""
         chosen = job.keys
         if len(chosen) > 1 and rng.random() >= 0.7:
             chosen = key_list(rng, chosen, self.setup.unique, len(chosen))
-        if self.setup.capabilities.completion_epochs and rng.random() < 0.5:
-            epoch, origin = job.epoch, None
+        stale = not running or job.epoch < self.state.epoch
+        if self.setup.capabilities.completion_tickets and rng.random() < 0.5:
+            ticket, known = job.ticket, None
         else:
-            epoch, origin = None, (job.epoch if job.epoch < self.state.epoch else None)
+            ticket, known = None, (job.ticket if stale else None)
         if job.kind is CopyKind.STORE:
             self._do(Call(Op.COMPLETE_STORE, chosen, success=rng.random() < 0.75,
-                          epoch=epoch, origin=origin))
+                          ticket=ticket, job=known))
         else:
-            self._do(Call(Op.COMPLETE_LOAD, chosen, epoch=epoch, origin=origin))
+            self._do(Call(Op.COMPLETE_LOAD, chosen, ticket=ticket, job=known))
 
     def _store_keys(self, rng: random.Random) -> tuple[Key, ...]:
         """Keys to store; often one evicted lately comes back (ARC's ghost hits)."""
@@ -331,6 +346,19 @@ class LockstepMachine(RuleBasedStateMachine):
         jobs = self._jobs(CopyKind.STORE, stale=False)
         if jobs:
             self._complete(rng, rng.choice(jobs))
+
+    def complete_finished(self, rng: random.Random) -> None:
+        """A late or duplicate completion of a job that already finished (its keys may
+        be running again under another job: the ticket must keep them apart)."""
+        self._jobs(None, stale=False)
+        if self.finished:
+            self._complete(rng, rng.choice(self.finished), running=False)
+
+    def complete_unknown_ticket(self, rng: random.Random) -> None:
+        """A completion naming a ticket never issued: the spec ignores every key."""
+        op = rng.choice((Op.COMPLETE_STORE, Op.COMPLETE_LOAD))
+        ticket = self.state.next_ticket + rng.randint(0, 2)
+        self._do(Call(op, (rng.choice(self.keys),), ticket=ticket))
 
     def complete_store_unmatched(self, rng: random.Random) -> None:
         """A completion for a key with no store running: the spec ignores it."""
@@ -384,14 +412,9 @@ class LockstepMachine(RuleBasedStateMachine):
     def complete_load_unmatched(self, rng: random.Random) -> None:
         """Misuse: complete_load naming a key that nobody is reading."""
         chosen = key_list(rng, self.keys, self.setup.unique, 2)
-        epoch = self.state.epoch
-        if not all(self._still_running(CopyKind.LOAD, epoch, k) for k in chosen):
+        table = self.state.table
+        if not all(k in table and table[k].readers for k in chosen):
             self._do(Call(Op.COMPLETE_LOAD, chosen))
-
-    def complete_future_epoch(self, rng: random.Random) -> None:
-        """Misuse: a completion naming an epoch that has not begun."""
-        op = rng.choice((Op.COMPLETE_STORE, Op.COMPLETE_LOAD))
-        self._do(Call(op, (rng.choice(self.keys),), epoch=self.state.epoch + rng.randint(1, 2)))
 
 
 def build_machine(

@@ -15,6 +15,7 @@ imported only by the self-test (it needs ``kvoffload.impl``; the suite does not)
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from kvoffload.impl import OffloadManager
@@ -103,8 +104,7 @@ class EvictsStoringBlock(OffloadManager):
         retried = super().prepare_store(keys)
         if isinstance(retried, StoreRejected):
             return retried
-        return StorePlan(retried.keys, retried.slots, (*running, *retried.evicted),
-                         retried.epoch)
+        return replace(retried, evicted=(*running, *retried.evicted))
 
 
 class PartialEvictionBeforeRejection(OffloadManager):
@@ -139,7 +139,7 @@ class EvictsMoreThanNeeded(OffloadManager):
                     self._stored.remove(key)
                 else:
                     self._removed.add(key)
-            return StorePlan(plan.keys, plan.slots, (*plan.evicted, *extra), plan.epoch)
+            return replace(plan, evicted=(*plan.evicted, *extra))
         return plan
 
 
@@ -153,10 +153,14 @@ class ArcRejectsWithEvictable(OffloadManager):
         new = [k for k in unique(keys) if k not in self._ready and k not in self._storing]
         free = len(self._free) + self._capacity - self._fresh
         if isinstance(order, ArcEviction) and len(new) > free:
-            p = order.p
-            order.adapted(new)  # p as this call's eviction sees it
-            stuck = order.t1_size <= order.p and not [k for k in order.t2 if k not in keys]
-            order.p = p
+            target = order.p  # as adapted by the keys up to the first that needs a slot
+            for key in new[:free + 1]:
+                b1, b2 = len(order.b1), len(order.b2)
+                if key in order.b1:
+                    target = min(order.capacity, target + max(1, b2 // b1))
+                elif key in order.b2:
+                    target = max(0, target - max(1, b1 // b2))
+            stuck = order.t1_size <= target and not [k for k in order.t2 if k not in keys]
             if stuck:
                 return StoreRejected(needed=len(new), available=free)
         return super().prepare_store(keys)
@@ -181,12 +185,12 @@ class FailedStoreLeaksSlot(OffloadManager):
     store forgets its key but never frees the slot."""
 
     def complete_store(
-        self, keys: Iterable[Key], success: bool = True, epoch: int | None = None
+        self, keys: Iterable[Key], success: bool = True, ticket: int | None = None
     ) -> Completion:
         keys = list(keys)
-        current = epoch is None or epoch == self._epoch
-        lost = [self._storing[k] for k in unique(keys) if current and k in self._storing]
-        done = super().complete_store(keys, success, epoch)
+        lost = [self._storing[k] for k in unique(keys) if k in self._storing
+                and ticket in (None, self._store_jobs.get(k))]
+        done = super().complete_store(keys, success, ticket)
         if not success:
             for slot in lost:
                 self._free.remove(slot)
@@ -198,9 +202,9 @@ class FailedStoreStaysVisible(OffloadManager):
     marked READY anyway, so unwritten data is served."""
 
     def complete_store(
-        self, keys: Iterable[Key], success: bool = True, epoch: int | None = None
+        self, keys: Iterable[Key], success: bool = True, ticket: int | None = None
     ) -> Completion:
-        return super().complete_store(keys, True, epoch)
+        return super().complete_store(keys, True, ticket)
 
 
 class FailedStoreDropsReadyBlock(OffloadManager):
@@ -208,9 +212,9 @@ class FailedStoreDropsReadyBlock(OffloadManager):
     drops that READY block instead of ignoring the stray completion."""
 
     def complete_store(
-        self, keys: Iterable[Key], success: bool = True, epoch: int | None = None
+        self, keys: Iterable[Key], success: bool = True, ticket: int | None = None
     ) -> Completion:
-        done = super().complete_store(keys, success, epoch)
+        done = super().complete_store(keys, success, ticket)
         if not success:
             for key in done.ignored:
                 if key in self._ready and key not in self._readers:
@@ -226,14 +230,42 @@ class FailedStoreDropsReadyBlock(OffloadManager):
 
 class StaleCompletionMarksReady(OffloadManager):
     """vLLM's API (no job identity): a completion from before a reset completes the
-    re-allocated, unwritten block of the same key. Here the (valid) epoch named is
-    ignored."""
+    re-allocated, unwritten block of the same key. Here the ticket of a store started
+    before the last reset is ignored."""
+
+    def __init__(self, capacity: int, policy: str = "lru") -> None:
+        super().__init__(capacity, policy)
+        self._first_of_epoch = 0
+
+    def reset_cache(self) -> int:
+        self._first_of_epoch = self._next_ticket
+        return super().reset_cache()
 
     def complete_store(
-        self, keys: Iterable[Key], success: bool = True, epoch: int | None = None
+        self, keys: Iterable[Key], success: bool = True, ticket: int | None = None
     ) -> Completion:
-        past = epoch is not None and epoch <= self._epoch
-        return super().complete_store(keys, success, None if past else epoch)
+        past = ticket is not None and ticket < self._first_of_epoch
+        return super().complete_store(keys, success, None if past else ticket)
+
+
+class IgnoresTicket(OffloadManager):
+    """A manager that takes ``ticket=`` but matches completions by key alone (vLLM's
+    form): a late or duplicate report of a finished job completes the key's next job,
+    e.g. marks a block READY while its second store is still writing (issue 10 A)."""
+
+    def complete_store(
+        self, keys: Iterable[Key], success: bool = True, ticket: int | None = None
+    ) -> Completion:
+        return super().complete_store(keys, success)
+
+    def complete_load(self, keys: Iterable[Key], ticket: int | None = None) -> Completion:
+        keys = list(keys)
+        try:
+            return super().complete_load(keys)
+        except UnmatchedCompleteLoad:
+            if ticket is None:
+                raise
+            return Completion(ignored=tuple(unique(keys)))  # named a job: no misuse
 
 
 # --- loads -------------------------------------------------------------------------
@@ -245,7 +277,7 @@ class EvictsPinnedBlock(OffloadManager):
 
     def prepare_load(self, keys: Iterable[Key]) -> LoadPlan:
         plan = super().prepare_load(keys)
-        self._order.evictable([k for k in plan.keys if self._readers.get(k) == 1])
+        self._order.evictable([k for k in plan.keys if k not in self._more_loads])
         return plan
 
 
@@ -257,7 +289,9 @@ class PrepareLoadDoublePins(OffloadManager):
         keys = list(keys)
         plan = super().prepare_load(keys)
         for key in plan.keys:
-            self._readers[key] += keys.count(key) - 1
+            extra = [plan.ticket] * (keys.count(key) - 1)
+            if extra:
+                self._more_loads.setdefault(key, []).extend(extra)
         return plan
 
 
@@ -295,10 +329,10 @@ class UnmatchedCompleteLoadAccepted(OffloadManager):
     """vLLM under ``python -O``: an unmatched ``complete_load`` is not rejected; the
     reader count of a READY block goes to -1, which reads as "being written"."""
 
-    def complete_load(self, keys: Iterable[Key], epoch: int | None = None) -> Completion:
+    def complete_load(self, keys: Iterable[Key], ticket: int | None = None) -> Completion:
         keys = list(keys)
         try:
-            return super().complete_load(keys, epoch)
+            return super().complete_load(keys, ticket)
         except UnmatchedCompleteLoad as error:
             broken = [k for k in error.keys if k in self._ready]
             if len(broken) < len(error.keys):
@@ -396,8 +430,12 @@ class MruEviction(OffloadManager):
 
 
 class _NoAdaptation(ArcEviction):
-    def adapted(self, keys: Sequence[Key]) -> None:
-        """p never moves: ARC degenerates to a fixed split."""
+    def stored(self, keys: Sequence[Key], free: int, protected: Any) -> list[Key]:
+        """p never moves (it is put back after every store): a fixed split."""
+        p = self.p
+        victims = super().stored(keys, free, protected)
+        self.p = p
+        return victims
 
 
 class ArcNoAdaptation(OffloadManager):
@@ -411,11 +449,12 @@ class ArcNoAdaptation(OffloadManager):
 
 
 class _GhostHitsToT1(ArcEviction):
-    def inserted(self, keys: Sequence[Key]) -> None:
+    def stored(self, keys: Sequence[Key], free: int, protected: Any) -> list[Key]:
+        """Ghosts forgotten first, so every new key enters T1."""
         for key in keys:
             self.b1.pop(key, None)
             self.b2.pop(key, None)
-        super().inserted(keys)
+        return super().stored(keys, free, protected)
 
 
 class ArcGhostHitToT1(OffloadManager):
@@ -458,10 +497,10 @@ class SlotsFromTop:
 
     def prepare_load(self, keys: Iterable[Key]) -> LoadPlan:
         plan = self._inner.prepare_load(keys)
-        return LoadPlan(plan.keys, self._mirror(plan.slots), plan.epoch)
+        return replace(plan, slots=self._mirror(plan.slots))
 
-    def complete_load(self, keys: Iterable[Key], epoch: int | None = None) -> Completion:
-        return self._inner.complete_load(keys, epoch)
+    def complete_load(self, keys: Iterable[Key], ticket: int | None = None) -> Completion:
+        return self._inner.complete_load(keys, ticket)
 
     def touch(self, keys: Iterable[Key]) -> None:
         self._inner.touch(keys)
@@ -470,12 +509,12 @@ class SlotsFromTop:
         plan = self._inner.prepare_store(keys)
         if isinstance(plan, StoreRejected):
             return plan
-        return StorePlan(plan.keys, self._mirror(plan.slots), plan.evicted, plan.epoch)
+        return replace(plan, slots=self._mirror(plan.slots))
 
     def complete_store(
-        self, keys: Iterable[Key], success: bool = True, epoch: int | None = None
+        self, keys: Iterable[Key], success: bool = True, ticket: int | None = None
     ) -> Completion:
-        return self._inner.complete_store(keys, success, epoch)
+        return self._inner.complete_store(keys, success, ticket)
 
     def reset_cache(self) -> int:
         return self._inner.reset_cache()

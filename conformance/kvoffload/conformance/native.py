@@ -38,7 +38,7 @@ class NativeAdapter:
             touch=callable(getattr(manager, "touch", None)),
             reset=callable(getattr(manager, "reset_cache", None)),
             events=callable(getattr(manager, "take_events", None)),
-            completion_epochs=True,
+            completion_tickets=True,
             typed_misuse=True,
             strict_lookup=True,
         )
@@ -53,10 +53,12 @@ class NativeAdapter:
         plan = self.manager.prepare_load(list(keys))
         if not isinstance(plan, LoadPlan):
             raise Untranslatable("load-plan", f"prepare_load returned {plan!r}, not a LoadPlan")
-        return LoadOutcome(tuple(plan.keys), _slots(plan.slots), plan.epoch)
+        return LoadOutcome(tuple(plan.keys), _slots(plan.slots), plan.epoch,
+                           _ticket(plan.ticket, "prepare_load"))
 
-    def complete_load(self, keys: Sequence[Key], epoch: int | None) -> Completion | None:
-        return _completion(self.manager.complete_load(list(keys), epoch=epoch), "complete_load")
+    def complete_load(self, keys: Sequence[Key], ticket: int | None) -> Completion | None:
+        done = self.manager.complete_load(list(keys), ticket=ticket)
+        return _completion(done, "complete_load")
 
     def touch(self, keys: Sequence[Key]) -> None:
         self.manager.touch(list(keys))
@@ -69,12 +71,12 @@ class NativeAdapter:
             raise Untranslatable(
                 "store-plan", f"prepare_store returned {plan!r}, not StorePlan/StoreRejected")
         return StoreOutcome(True, tuple(plan.keys), _slots(plan.slots), tuple(plan.evicted),
-                            plan.epoch)
+                            plan.epoch, _ticket(plan.ticket, "prepare_store"))
 
     def complete_store(
-        self, keys: Sequence[Key], success: bool, epoch: int | None
+        self, keys: Sequence[Key], success: bool, ticket: int | None
     ) -> Completion | None:
-        done = self.manager.complete_store(list(keys), success=success, epoch=epoch)
+        done = self.manager.complete_store(list(keys), success=success, ticket=ticket)
         return _completion(done, "complete_store")
 
     def reset_cache(self) -> int | None:
@@ -103,6 +105,12 @@ def _slots(slots: object) -> tuple[int, ...]:
         return tuple(int(s) for s in slots)  # type: ignore[attr-defined]  # any iterable; checked by the except
     except (TypeError, ValueError) as error:
         raise Untranslatable("slots", f"slots {slots!r} are not integers") from error
+
+
+def _ticket(ticket: object, op: str) -> int:
+    if not isinstance(ticket, int) or isinstance(ticket, bool):
+        raise Untranslatable("tickets", f"{op} returned ticket {ticket!r}, not an int")
+    return ticket
 
 
 def _completion(done: object, op: str) -> Completion:

@@ -22,6 +22,9 @@ PROPERTIES: dict[str, str] = {
     "completion": "complete_store / complete_load report the keys they applied, released "
                   "and ignored",
     "epochs": "plans and reset_cache report the spec's epoch",
+    "tickets": "every plan names its job with an int ticket the manager never issued "
+               "before, not even before a reset (the suite maps them one to one onto the "
+               "spec's)",
     "events": "replaying take_events gives a subscriber exactly the READY set",
     "misuse": "a call that breaks a precondition is rejected (typed error; AssertionError "
               "for vLLM targets) and changes nothing; a legal call is never rejected",

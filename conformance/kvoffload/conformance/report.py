@@ -25,7 +25,7 @@ SCHEMA = "kvoffload-conformance-report/1"
 
 def call_json(call: Call, drain: bool) -> dict[str, Any]:
     return {"op": call.op.value, "keys": [_plain(k) for k in call.keys],
-            "success": call.success, "epoch": call.epoch, "origin": call.origin,
+            "success": call.success, "ticket": call.ticket, "job": call.job,
             "text": str(call), "drain": drain}
 
 
@@ -102,10 +102,10 @@ def summary_text(result: CheckResult) -> str:
     failed = {f.violation.prop: f for f in result.failures}
     rows = []
     for prop in PROPERTIES:
-        if prop in result.not_checked:
-            status = f"not checked: {result.not_checked[prop]}"
-        elif prop in failed:
+        if prop in failed:  # a legal call rejected fails 'misuse' even under no-misuse
             status = "FAILED" + _flaky_note(failed[prop])
+        elif prop in result.not_checked:
+            status = f"not checked: {result.not_checked[prop]}"
         elif result.verdict == "fails" and result.config.stop_at_first:
             status = "held until the first failure (--stop-at-first)"
         elif result.verdict == "error":
@@ -216,10 +216,10 @@ def _call_source(call: Call) -> str:
         parts.append(repr(tuple(call.keys)))
     if not call.success:
         parts.append("success=False")
-    if call.epoch is not None:
-        parts.append(f"epoch={call.epoch}")
-    if call.origin is not None:
-        parts.append(f"origin={call.origin}")
+    if call.ticket is not None:
+        parts.append(f"ticket={call.ticket}")
+    if call.job is not None:
+        parts.append(f"job={call.job}")
     return f"Call({', '.join(parts)})"
 
 

@@ -110,6 +110,8 @@ def coverage(prepared: Prepared, config: CheckConfig) -> tuple[dict[str, str], d
     if not native:
         not_checked["completion"] = "vLLM's completions return nothing"
         not_checked["epochs"] = "vLLM's API has no epochs"
+    if not caps.completion_tickets:
+        not_checked["tickets"] = "the target's plans carry no job tickets (vLLM's API)"
     if config.assumes("no-misuse"):
         not_checked["misuse"] = "assumed away (--assume no-misuse)"
     alphabet = {
@@ -124,13 +126,14 @@ def coverage(prepared: Prepared, config: CheckConfig) -> tuple[dict[str, str], d
         "duplicate keys in one call": "not generated (--assume unique-keys)"
         if config.assumes("unique-keys") else "generated",
         "misuse calls": "not generated (--assume no-misuse)" if config.assumes("no-misuse")
-        else "generated: load of a non-READY key, unmatched complete_load"
-        + (", completion naming a future epoch" if caps.completion_epochs else ""),
+        else "generated: load of a non-READY key, unmatched complete_load",
         "stale completions": "not generated (--assume no-stale-completions)"
         if config.assumes("no-stale-completions") else
-        "not generated: no reset_cache" if not caps.reset else
-        "generated in " + ("both forms (epoch=, and vLLM's without one)"
-                           if caps.completion_epochs else "vLLM's form (no epoch)"),
+        "generated in " + ("both forms (ticket=, and vLLM's without one)"
+                           if caps.completion_tickets else "vLLM's form (no ticket)")
+        + ": late and duplicate completions of finished jobs"
+        + (", of jobs from before a reset" if caps.reset else "")
+        + (", naming a ticket never issued" if caps.completion_tickets else ""),
     }
     return not_checked, alphabet
 

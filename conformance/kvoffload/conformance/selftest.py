@@ -61,6 +61,7 @@ CATALOGUE: tuple[Entry, ...] = (
     _v("FailedStoreStaysVisible"),
     _v("FailedStoreDropsReadyBlock"),
     _v("StaleCompletionMarksReady"),
+    _v("IgnoresTicket"),
     _v("PrepareLoadDoublePins"),
     _v("LoadOfStoringMarksReady"),
     _v("MisuseNotAtomic"),
@@ -126,7 +127,8 @@ def run_self_test(
     for entry in CATALOGUE:
         if only and entry.cls not in only:
             continue
-        config = replace(base, policy=entry.policy, level=entry.level, adapter="native")
+        config = replace(base, policy=entry.policy, level=entry.level, adapter="native",
+                         stop_at_first=True)  # a variant is killed by its first failure
         obj = getattr(mutants, entry.cls)
         result = run_check(entry.target, config, obj=obj, show_progress=show_progress,
                            label=entry.label)

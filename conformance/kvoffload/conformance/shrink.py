@@ -9,7 +9,7 @@ until nothing changes or the time budget is spent:
 
 1. delete chunks of calls (halves, quarters, ... single calls);
 2. simplify calls: a lookup of one of its keys instead, fewer keys, a failed store made
-   successful, vLLM's completion form instead of an epoch;
+   successful, vLLM's completion form instead of a ticket;
 3. rename keys to a, b, c ... in order of first use.
 """
 
@@ -39,8 +39,6 @@ def attempt(
     run = Lockstep(make_adapter(config.capacity), config)
     try:
         for call in calls:
-            if call.origin is not None and call.origin >= run.state.epoch:
-                call = replace(call, origin=None)  # its reset was shrunk away: not stale
             if excluded_by(run.state, call, config.assumptions) is not None:
                 return None
             run.step(call)
@@ -125,9 +123,8 @@ def _variants(call: Call, earlier: Sequence[Key]) -> list[Call]:
         out.extend(Call(Op.LOOKUP, (key,)) for key in dict.fromkeys((*call.keys, *earlier)))
     if not call.success:
         out.append(replace(call, success=True))
-    if call.epoch is not None:
-        out.append(replace(call, epoch=None, origin=call.epoch if call.origin is None
-                           else call.origin))
+    if call.ticket is not None:
+        out.append(replace(call, ticket=None, job=call.job_ticket))
     if len(call.keys) > 1 and call.op is not Op.LOOKUP:
         out.extend(replace(call, keys=call.keys[:i] + call.keys[i + 1:])
                    for i in range(len(call.keys)))

@@ -198,7 +198,7 @@ class VllmAdapter:
         self._keys: dict[bytes, Key] = {}
         self.capabilities = Capabilities(
             touch=_offers(cls, "touch"), reset=_offers(cls, "reset_cache"),
-            events=_offers(cls, "take_events"), completion_epochs=False, typed_misuse=False,
+            events=_offers(cls, "take_events"), completion_tickets=False, typed_misuse=False,
             strict_lookup=era != "vllm-int")
 
     # --- translation ---------------------------------------------------------------
@@ -256,7 +256,7 @@ class VllmAdapter:
         spec = self._call("prepare_load", self._encode_all(keys))
         return LoadOutcome(None, _block_ids(spec, "load-plan"))
 
-    def complete_load(self, keys: Sequence[Key], epoch: int | None) -> None:
+    def complete_load(self, keys: Sequence[Key], ticket: int | None) -> None:
         self._call("complete_load", self._encode_all(keys))
 
     def touch(self, keys: Sequence[Key]) -> None:
@@ -276,7 +276,7 @@ class VllmAdapter:
                             _block_ids(out.store_spec, "slots"),
                             tuple(self._decode(k) for k in evicted))
 
-    def complete_store(self, keys: Sequence[Key], success: bool, epoch: int | None) -> None:
+    def complete_store(self, keys: Sequence[Key], success: bool, ticket: int | None) -> None:
         self._call("complete_store", self._encode_all(keys), success=success)
 
     def reset_cache(self) -> None:
