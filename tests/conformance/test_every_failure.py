@@ -75,3 +75,24 @@ def test_a_flaky_failure_says_how_often_it_replayed() -> None:
     assert result.flaky
     assert 0 < failure.reproduced < failure.replays == REPLAYS
     assert f"failed {failure.reproduced} of {REPLAYS} replays" in summary_text(result)
+
+
+def test_shrinking_and_replays_pass_over_the_silenced_properties() -> None:
+    """Regression: a later round's failure was shrunk and replayed without silencing the
+    properties already failed, so its replays stopped at those first (vLLM 0.20.2 ARC:
+    'rejection' reported flaky, 0 of 5 replays)."""
+    from kvoffload.conformance.mutants import LookupPendingAsMiss
+    from kvoffload.conformance.native import NativeAdapter
+    from kvoffload.conformance.shrink import attempt
+    from kvoffload.spec import Call, Op
+
+    calls = [Call(Op.PREPARE_STORE, ("a",)), Call(Op.LOOKUP, ("a",))]
+    config = CheckConfig(capacity=1)
+    def make(capacity: int) -> NativeAdapter:
+        return NativeAdapter(LookupPendingAsMiss(capacity))
+
+    found = attempt(make, config, calls, drain=False)
+    assert found is not None
+    assert found.prop == "lookup"
+    assert attempt(make, config, calls, drain=False,
+                   silenced=frozenset({"lookup"})) is None

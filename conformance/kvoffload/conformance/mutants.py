@@ -426,7 +426,8 @@ class MruEviction(OffloadManager):
     def __init__(self, capacity: int, policy: str = "lru") -> None:
         super().__init__(capacity, policy)
         if isinstance(self._order, LruEviction):
-            self._order = _MostRecentFirst()
+            order = _MostRecentFirst()
+            self._order, self._queue = order, order.queue  # the hot paths use the queue
 
 
 class _NoAdaptation(ArcEviction):

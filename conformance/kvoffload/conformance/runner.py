@@ -216,15 +216,16 @@ def _explore(result: CheckResult, prepared: Prepared, counters: Counters,
         result.extra["found_after_s"] = failure.found_after_s
         result.extra["found_trace_calls"] = failure.found_trace_calls
     try:
-        failure.violation = shrink(prepared.make_adapter, config, found)
-        _replay(failure, prepared, config)
+        failure.violation = shrink(prepared.make_adapter, config, found, silenced=silenced)
+        _replay(failure, prepared, config, silenced)
     except Interrupted:
         result.interrupted = True
         return False
     return True
 
 
-def _replay(failure: Failure, prepared: Prepared, config: CheckConfig) -> None:
+def _replay(failure: Failure, prepared: Prepared, config: CheckConfig,
+            silenced: frozenset[str]) -> None:
     """Replay the shrunk trace REPLAYS times: a failure that does not come back every
     time is reported flaky, with how often it did."""
     violation = failure.violation
@@ -233,5 +234,6 @@ def _replay(failure: Failure, prepared: Prepared, config: CheckConfig) -> None:
     failure.replays = REPLAYS
     failure.reproduced = sum(
         1 for _ in range(REPLAYS)
-        if (v := attempt(prepared.make_adapter, shrunk_config, calls, violation.in_drain))
+        if (v := attempt(prepared.make_adapter, shrunk_config, calls, violation.in_drain,
+                         silenced))
         is not None and v.prop == violation.prop)

@@ -32,11 +32,12 @@ def attempt(
     config: CheckConfig,
     calls: Sequence[Call],
     drain: bool,
+    silenced: frozenset[str] = frozenset(),
 ) -> PropertyViolation | None:
     """Replay ``calls`` (then the drain) on a tier of ``config.capacity`` slots; the
     violation raised, or None if it passes or a call is one the configuration never
     generates."""
-    run = Lockstep(make_adapter(config.capacity), config)
+    run = Lockstep(make_adapter(config.capacity), config, silenced=silenced)
     try:
         for call in calls:
             if excluded_by(run.state, call, config.assumptions) is not None:
@@ -54,6 +55,7 @@ def shrink(
     config: CheckConfig,
     found: PropertyViolation,
     budget_s: float = 20.0,
+    silenced: frozenset[str] = frozenset(),
 ) -> PropertyViolation:
     """The shortest violation of ``found.prop`` these passes reach from ``found``.
 
@@ -71,7 +73,8 @@ def shrink(
         for capacity in range(1, largest + 1):
             if time.perf_counter() > deadline:
                 return False
-            violation = attempt(make_adapter, replace(config, capacity=capacity), calls, drain)
+            violation = attempt(make_adapter, replace(config, capacity=capacity), calls, drain,
+                                silenced)
             if violation is not None and violation.prop == found.prop:
                 if _size(violation) <= _size(best):
                     best, largest = violation, capacity
