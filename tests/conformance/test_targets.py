@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kvoffload.conformance.config import CheckConfig
+from kvoffload.conformance.config import CheckConfig, Profile
 from kvoffload.conformance.errors import TargetLoadError, UsageError
 from kvoffload.conformance.targets import load_object, prepare
 from kvoffload.conformance.vllm_adapters import era_of
@@ -84,3 +84,47 @@ def test_the_two_valued_lookup_era_needs_the_safe_profile() -> None:
 
     with pytest.raises(UsageError, match="--profile safe"):
         prepare("t:build", CheckConfig(adapter="vllm-int"), obj=build)
+
+
+def test_a_factory_is_detected_by_its_return_annotation() -> None:
+    def build(capacity: int) -> OffloadManager:
+        return OffloadManager(capacity)
+
+    prepared = prepare("t:build", CheckConfig(), obj=build)
+    assert prepared.adapter == "native"
+    assert "annotation" in prepared.why
+
+
+class ReqContext:
+    def __init__(self, req_id: str = "") -> None:
+        self.req_id = req_id
+
+
+class VllmEra019(Era019):
+    def prepare_store(self, keys: list[bytes], req_context: ReqContext) -> None:
+        return None
+
+
+def test_a_vllm_factory_gets_the_policy_keyword_it_takes() -> None:
+    seen: list[dict[str, object]] = []
+
+    def vllm_spelling(num_blocks: int, cache_policy: str = "lru",
+                      enable_events: bool = False) -> VllmEra019:
+        seen.append({"cache_policy": cache_policy, "enable_events": enable_events})
+        return VllmEra019()
+
+    def our_spelling(capacity: int, policy: str = "lru") -> VllmEra019:
+        seen.append({"policy": policy})
+        return VllmEra019()
+
+    config = CheckConfig(policy=Policy.ARC, profile=Profile.SAFE)
+    assert prepare("t:f", config, obj=vllm_spelling).adapter == "vllm-bool"
+    assert seen[-1] == {"cache_policy": "arc", "enable_events": True}
+    assert prepare("t:g", config, obj=our_spelling).adapter == "vllm-bool"
+    assert seen[-1] == {"policy": "arc"}
+
+
+def test_empty_and_blank_targets_are_usage_errors() -> None:
+    for text in ("", "  "):
+        with pytest.raises(UsageError, match="TARGET is empty"):
+            load_object(text)

@@ -28,7 +28,7 @@ from .config import (
     Level,
     Profile,
 )
-from .errors import UsageError
+from .errors import MAX_MESSAGE, UsageError, clip
 from .targets import DEFAULT_TARGET, absolute_target
 
 SELF_TEST_SEED = 20261202
@@ -119,6 +119,14 @@ def run_check_command(args: argparse.Namespace) -> int:
         print("kvoffload check: interrupted (a second Ctrl-C): no report written",
               file=sys.stderr)
         return EXIT_INTERRUPTED
+    except SystemExit as exit_:  # never a false green: a SystemExit here is the target's
+        print(f"kvoffload check: error: SystemExit({exit_.code!r}) escaped the run (raised "
+              f"by the target outside a call); no verdict", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as error:  # the suite's own bug: say so in one line, exit 2
+        print(f"kvoffload check: error: internal error, please report it: "
+              f"{type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def check_writable(report_dir: Path, junit: Path | None) -> None:
@@ -187,7 +195,10 @@ def exit_status(verdict: str, error: str | None) -> int:
         return EXIT_CONFORMS
     if verdict == "fails":
         return EXIT_FAILS
-    print(f"kvoffload check: error: the run did not finish: {error}", file=sys.stderr)
+    lines = str(error).splitlines() or [""]
+    more = " (the rest in report.json)" if len(lines) > 1 else ""
+    print(f"kvoffload check: error: the run did not finish: {clip(lines[0], MAX_MESSAGE)}"
+          f"{more}", file=sys.stderr)
     return EXIT_USAGE
 
 

@@ -2,8 +2,8 @@
 ``kvoffload demo`` (the spec's scenarios).
 
 ``kvoffload check`` exits 0 when the target conforms, 1 when a property fails, 2 when
-it cannot run (bad option, unloadable target, internal error), with a message saying
-which.
+the run could not be made as asked (bad option, unloadable target, no adapter fits,
+unwritable output), 130 when interrupted (Ctrl-C), with a one-line reason.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from kvoffload.spec import ASSUMPTIONS, MisuseError, check_invariants, initial_s
 from kvoffload.spec.calls import apply
 from kvoffload.spec.scenarios import SCENARIOS
 
-from .check_command import add_check_arguments, run_check_command
+from .check_command import EXIT_STATUS, add_check_arguments, run_check_command
 from .corpus_replay import add_corpus_arguments, run_corpus_command
 
 
@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "every observable output; on a failure, print the shrunk trace and write a "
         "reproducer. Assumptions: " + "; ".join(f"{a.name}: never {a.never}"
                                                 for a in ASSUMPTIONS.values()),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EXIT_STATUS[0].upper() + EXIT_STATUS[1:] + ".")
     add_check_arguments(check)
     check.set_defaults(run=run_check_command)
     corpus = sub.add_parser("corpus", help="write the JSON trace corpus, or replay it "

@@ -60,6 +60,9 @@ class PropertyViolation(Exception):
         self.step: int = 0
         self.capacity: int = 0
         """The tier size the failing example ran with."""
+        self.timed_out = False
+        """A call overran --call-timeout: the target hangs, and the run stops here (every
+        example would wait out the timeout again)."""
         self.probe = False
         """Found by the lookups around a rejected call, not by the call's own answer."""
 

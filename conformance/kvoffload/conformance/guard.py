@@ -161,11 +161,13 @@ def guarded_call(
 
 
 def _overran(call: object, timeout: float, elapsed: float) -> PropertyViolation:
-    return PropertyViolation(
+    violation = PropertyViolation(
         "liveness", f"{call} did not return within --call-timeout {timeout:g} s "
         f"(stopped after {elapsed:.1f} s)",
         [("call", str(call), str(call)),
          ("answer", f"within {timeout:g} s", f"none after {elapsed:.1f} s")])
+    violation.timed_out = True
+    return violation
 
 
 def stop_requested() -> bool:

@@ -101,9 +101,9 @@ class ConformanceItem(pytest.Item):
         except UsageError as error:
             self._record({"verdict": "error", "error": str(error)}, None)
             raise ConformanceFailure(f"cannot check {self.target}: {error}") from error
-        report, reproducer = write_check_report(result, folder)
+        report, _ = write_check_report(result, folder)
         self.user_properties.append(("verdict", result.verdict))
-        self._record(_shard_record(result, reproducer), report)
+        self._record(_shard_record(result, folder), report)
         if result.violation is not None:
             raise ConformanceFailure(
                 configuration_text(result) + "\n\n"
@@ -155,14 +155,15 @@ def folder_name(target: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in target)[-80:]
 
 
-def _shard_record(result: Any, reproducer: Path | None) -> dict[str, Any]:
-    violations = getattr(result, "violations", None)
-    if violations is None:
-        violations = [] if result.violation is None else [result.violation]
-    failures = [{"property": v.prop, "message": v.message, "calls": len(v.trace)}
-                for v in violations]
-    if failures and reproducer is not None:
-        failures[0]["reproducer"] = str(reproducer.resolve())
+def _shard_record(result: Any, folder: Path) -> dict[str, Any]:
+    """What the controlling process needs of one item's run (JSON-able)."""
+    from .report import reproducer_path
+
+    failures = [{"property": f.violation.prop, "message": f.violation.message,
+                 "calls": len(f.violation.trace), "flaky": f.flaky,
+                 "reproduced": f"{f.reproduced}/{f.replays}",
+                 "reproducer": str(reproducer_path(folder, f.violation).resolve())}
+                for f in result.failures]
     return {"verdict": result.verdict, "seed": result.config.seed,
             "configuration": result.config.describe(), "examples": result.examples,
             "steps": result.steps, "seconds": round(result.seconds, 3),

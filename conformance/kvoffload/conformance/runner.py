@@ -169,7 +169,7 @@ def run_check(
     while _explore(result, prepared, counters, progress, start):
         failed = {f.violation.prop for f in result.failures}
         if (config.stop_at_first or counters.examples >= config.max_examples
-                or failed >= set(result.checked)):
+                or failed >= set(result.checked) or result.failures[-1].violation.timed_out):
             break
     result.examples, result.steps = counters.examples, counters.steps
     result.seconds = time.perf_counter() - start

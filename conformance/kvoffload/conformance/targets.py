@@ -184,7 +184,7 @@ def prepare(text: str, config: CheckConfig, obj: Any = None) -> Prepared:
         raise UsageError(
             f"the {name} adapter's lookup cannot report PENDING (it answers a hit-prefix "
             "length), so only --profile safe can be checked")
-    return Prepared(text, name, reason, caps, make)
+    return Prepared(text, name, reason, caps, lambda capacity: _build(text, make, capacity))
 
 
 def _prepare_lmcache(text: str, config: CheckConfig) -> Prepared:
