@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kvoffload.conformance.engines_page import RUNS, Run, load, render
+from kvoffload.conformance.engines_page import RUNS, Run, load, render, splice
+from kvoffload.conformance.engines_text import LMCACHE_HEADING, LMCACHE_MEANING
 
 
 def failing(*props: str) -> dict[str, Any]:
@@ -18,10 +19,14 @@ def failing(*props: str) -> dict[str, Any]:
                             "reproduced": 3, "replays": 5} for p in props]}
 
 
-def test_every_run_is_a_plain_check_of_a_vllm_release() -> None:
+def test_every_run_is_a_plain_check_of_an_engine_release() -> None:
     for run in RUNS:
-        assert run.arguments()[0] == f"vllm=={run.release}"
+        assert run.arguments()[0] == f"{run.engine}=={run.release}"
         assert "--seed" in run.arguments()
+    lmcache = [r for r in RUNS if r.engine == "lmcache"]
+    assert len(lmcache) == 5
+    assert all(r.arguments()[1:3] == ["--max-keys-per-call", "1"] for r in lmcache)
+    assert {r.label for r in lmcache} == set(LMCACHE_MEANING)
     assert {r.policy for r in RUNS if r.table == "main"} == {"lru", "arc"}
     assert len({r.name for r in RUNS}) == len(RUNS)
 
@@ -40,3 +45,26 @@ def test_the_page_lists_every_failure_of_every_run() -> None:
 
 def test_a_missing_report_says_so(tmp_path: Path) -> None:
     assert load(RUNS[0], tmp_path)["verdict"] == "missing"
+
+
+def test_lmcache_runs_get_a_table_of_their_own() -> None:
+    results = {run: {"verdict": "missing", "error": "not run"} for run in RUNS}
+    strict = next(r for r in RUNS if r.label == "cpu-strict")
+    results[strict] = failing("lookup")
+    page = render(results)
+    options = "`--profile strict --assume no-reset-in-flight --assume no-store-while-storing`"
+    assert f"| {options} | **fails** `lookup` | {LMCACHE_MEANING['cpu-strict']} |" in page
+    assert f"| {options} | `lookup` | `prepare_store(['a'])`, `lookup('a')` (tier of 1 slot)" \
+        in page
+    assert "`--profile safe` (no assumptions) | not run: not run |" in page
+    assert page.index(LMCACHE_HEADING) > page.index("## Under `python -O`")
+    assert page.count(options) == 2
+
+
+def test_only_one_engines_section_is_replaced() -> None:
+    results = {run: {"verdict": "missing", "error": "not run"} for run in RUNS}
+    old = render(results, ["vllm"]) + "\n" + LMCACHE_HEADING + "\nhand-written\n"
+    new = splice(old, "lmcache", render(results, ["lmcache"]))
+    assert new == render(results)
+    assert new.startswith(render(results, ["vllm"]))
+    assert splice(new, "vllm", "V\n") == "V\n" + render(results, ["lmcache"])

@@ -9,7 +9,13 @@ runs write, so another engine or a re-recorded verdict is one more entry in
     python -m kvoffload.conformance.engines_page --write docs/engines.md
 
 ``--reports DIR`` keeps the reports (default: a temporary folder); ``--render-only``
-rebuilds the page from reports already in DIR without running anything.
+rebuilds the page from reports already in DIR without running anything. ``--only
+ENGINE`` runs (or loads) that engine's runs alone and, with ``--write``, replaces only
+that engine's section of the page already there. The LMCache runs need LMCache
+installed beside the interpreter that runs this module (the runs use
+``sys.executable``)::
+
+    python -m kvoffload.conformance.engines_page --only lmcache --write docs/engines.md
 """
 
 from __future__ import annotations
@@ -29,7 +35,10 @@ from typing import Any
 RELEASES = ("0.18.0", "0.20.2", "0.21.0", "0.24.0", "0.25.0", "0.27.0", "0.34.0")
 VLLM_ASSUMPTIONS = ("unique-keys", "no-misuse", "no-stale-completions", "no-reset-in-flight")
 """What vLLM's scheduler and workers guarantee its manager."""
+LMCACHE_ASSUME = "--assume no-reset-in-flight --assume no-store-while-storing"
 SEED = 1
+LMCACHE_RELEASE = "0.5.6"
+ENGINES = ("vllm", "lmcache")
 
 
 @dataclass(frozen=True)
@@ -37,19 +46,33 @@ class Run:
     """One ``kvoffload check`` command and where its result goes on the page."""
 
     table: str
-    """"main" (all four assumptions, by policy), "dropped" or "optimized" (``-O``)."""
+    """vLLM: "main" (all four assumptions, by policy), "dropped" or "optimized" (``-O``);
+    "lmcache": an LMCache run, its options in :attr:`options`."""
     release: str
     policy: str = "lru"
     dropped: str | None = None
     python_flags: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
+    """An LMCache run's options after ``lmcache==X --max-keys-per-call 1 --seed 1``."""
+    label: str = ""
+    """An LMCache run's name (its report folder is ``lmcache-<label>``)."""
+
+    @property
+    def engine(self) -> str:
+        return "lmcache" if self.table == "lmcache" else "vllm"
 
     @property
     def name(self) -> str:
+        if self.engine == "lmcache":
+            return f"lmcache-{self.label}"
         flags = "".join(self.python_flags).replace("-", "")
         return "-".join(p for p in (self.release, self.policy, self.dropped or "all",
                                     flags) if p)
 
     def arguments(self) -> list[str]:
+        if self.engine == "lmcache":
+            return [f"lmcache=={self.release}", "--max-keys-per-call", "1",
+                    "--seed", str(SEED), *self.options]
         assume = [a for a in VLLM_ASSUMPTIONS if a != self.dropped]
         profile = "safe" if self.release == "0.18.0" else "strict"
         return [f"vllm=={self.release}", "--profile", profile, "--policy", self.policy,
@@ -65,6 +88,13 @@ RUNS: tuple[Run, ...] = (
     *(Run("main", r, policy) for policy in ("lru", "arc") for r in RELEASES),
     *(Run("dropped", r, "lru", d) for r in RELEASES for d in VLLM_ASSUMPTIONS),
     *(Run("optimized", r, "lru", "no-misuse", ("-O",)) for r in ("0.21.0", "0.24.0")),
+    *(Run("lmcache", LMCACHE_RELEASE, options=tuple(o.split()), label=label)
+      for label, o in (
+          ("cpu-safe", f"--profile safe {LMCACHE_ASSUME}"),
+          ("cpu-strict", f"--profile strict {LMCACHE_ASSUME}"),
+          ("cpu-safe-exact", f"--profile safe --level exact {LMCACHE_ASSUME}"),
+          ("cpu-safe-none", "--profile safe"),
+          ("disk-strict-none", "--adapter lmcache-disk --profile strict"))),
 )
 """Every run the page reports, at the default budget with ``--seed 1``."""
 
@@ -115,13 +145,19 @@ def verdict_cell(report: dict[str, Any]) -> str:
     return f"not run: {report.get('error')}"
 
 
+def run_label(run: Run) -> str:
+    """How a failures table names the run."""
+    if run.engine == "lmcache":
+        return f"`{shlex.join(run.options)}`"
+    return f"{run.release} {run.policy.upper()}" + (
+        f", `{run.dropped}` dropped" if run.dropped else "")
+
+
 def failures_rows(reports: Sequence[tuple[Run, dict[str, Any]]]) -> list[str]:
     lines = []
     for run, report in reports:
         for v in report.get("violations") or []:
-            label = f"{run.release} {run.policy.upper()}" + (
-                f", `{run.dropped}` dropped" if run.dropped else "")
-            lines.append(f"| {label} | `{v['property']}` | {trace_text(v)} | "
+            lines.append(f"| {run_label(run)} | `{v['property']}` | {trace_text(v)} | "
                          f"{_cell(v['message'])} |")
     return lines
 
@@ -130,7 +166,12 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render(results: dict[Run, dict[str, Any]]) -> str:
+FAILURES_HEADER = ["| run | property | shrunk trace | at the first divergence |",
+                   "| --- | --- | --- | --- |"]
+
+
+def render_vllm(results: dict[Run, dict[str, Any]]) -> str:
+    """The vLLM section: the tables of the vLLM runs and the prose around them."""
     from .engines_text import AFTER, BEFORE, DROPPED, FAILURES, OPTIMIZED
 
     main = {(r.release, r.policy): rep for r, rep in results.items() if r.table == "main"}
@@ -147,16 +188,66 @@ def render(results: dict[Run, dict[str, Any]]) -> str:
     for release in RELEASES:
         cells = [verdict_cell(dropped.get((release, d), {})) for d in VLLM_ASSUMPTIONS]
         lines.append(f"| {release} | " + " | ".join(cells) + " |")
-    lines += [FAILURES, "| run | property | shrunk trace | at the first divergence |",
-              "| --- | --- | --- | --- |",
-              *failures_rows([(r, rep) for r, rep in results.items() if r.table != "optimized"])]
+    lines += [FAILURES, *FAILURES_HEADER,
+              *failures_rows([(r, rep) for r, rep in results.items()
+                              if r.table in ("main", "dropped")])]
     optimized = [(r, rep) for r, rep in results.items() if r.table == "optimized"]
     lines += [OPTIMIZED.format(command=optimized[0][0].command() if optimized else ""),
               "| release | verdict under `-O`, `no-misuse` dropped |", "| --- | --- |",
               *(f"| {r.release} | {verdict_cell(rep)} |" for r, rep in optimized),
-              "", "| run | property | shrunk trace | at the first divergence |",
-              "| --- | --- | --- | --- |", *failures_rows(optimized), AFTER]
+              "", *FAILURES_HEADER, *failures_rows(optimized), AFTER]
     return "\n".join(lines) + "\n"
+
+
+def render_lmcache(results: dict[Run, dict[str, Any]]) -> str:
+    """The LMCache section (and the SGLang note after it): a verdict per run, what
+    each verdict means for an LMCache user, and every failure's shrunk trace."""
+    from .engines_text import (
+        LMCACHE_AFTER,
+        LMCACHE_BEFORE,
+        LMCACHE_FAILURES,
+        LMCACHE_HEADER,
+        LMCACHE_MEANING,
+    )
+
+    runs = [(r, rep) for r, rep in results.items() if r.engine == "lmcache"]
+    lines = [LMCACHE_BEFORE, LMCACHE_HEADER, "| --- | --- | --- |"]
+    for run, report in runs:
+        options = f"`{shlex.join(run.options)}`" + (
+            "" if "--assume" in run.options else " (no assumptions)")
+        meaning = LMCACHE_MEANING.get(run.label, "")
+        lines.append(f"| {options} | {verdict_cell(report)} | {meaning} |")
+    lines += [LMCACHE_FAILURES, *FAILURES_HEADER, *failures_rows(runs), LMCACHE_AFTER]
+    return "\n".join(lines) + "\n"
+
+
+SECTIONS = {"vllm": render_vllm, "lmcache": render_lmcache}
+"""Each engine's section of the page, in page order."""
+
+
+def render(results: dict[Run, dict[str, Any]], engines: Sequence[str] = ENGINES) -> str:
+    """The page (or only the sections of ``engines``) from the runs' reports."""
+    return "".join(SECTIONS[e](results) for e in engines)
+
+
+def splice(page: str, engine: str, section: str) -> str:
+    """``page`` with ``engine``'s section replaced by ``section``."""
+    from .engines_text import LMCACHE_HEADING
+
+    at = page.find(f"\n{LMCACHE_HEADING}\n")
+    if at < 0:
+        raise SystemExit(f"cannot replace the {engine} section: no line "
+                         f"{LMCACHE_HEADING!r} in the page")
+    return section + page[at:] if engine == "vllm" else page[:at] + section
+
+
+def results_of(runs: Sequence[Run], reports: Path, render_only: bool,
+               jobs: int) -> dict[Run, dict[str, Any]]:
+    if render_only:
+        return {run: load(run, reports) for run in runs}
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return dict(zip(runs, pool.map(lambda run: execute(run, reports), runs),
+                        strict=True))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -165,21 +256,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reports", type=Path, help="keep the runs' reports here")
     parser.add_argument("--render-only", action="store_true",
                         help="build the page from the reports in --reports; run nothing")
+    parser.add_argument("--only", choices=ENGINES,
+                        help="only this engine's runs; with --write, replace only its "
+                             "section of the page there")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2)")
     args = parser.parse_args(argv)
     reports = args.reports or Path(tempfile.mkdtemp(prefix="kvoffload-engines-"))
-    if args.render_only:
-        results = {run: load(run, reports) for run in RUNS}
-    else:
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            done = pool.map(lambda run: execute(run, reports), RUNS)
-            results = dict(zip(RUNS, done, strict=True))
-    page = render(results)
+    runs = [run for run in RUNS if args.only in (None, run.engine)]
+    results = results_of(runs, reports, args.render_only, args.jobs)
+    page = render(results, [args.only] if args.only else ENGINES)
     if args.write is None:
         print(page, end="")
-    else:
-        args.write.write_text(page, encoding="utf-8")
-        print(f"wrote {args.write} from {len(results)} runs (reports: {reports})")
+        return 0
+    if args.only:
+        page = splice(args.write.read_text(encoding="utf-8"), args.only, page)
+    args.write.write_text(page, encoding="utf-8")
+    print(f"wrote {args.write} from {len(results)} runs (reports: {reports})")
     return 0
 
 

@@ -1,7 +1,10 @@
 """The prose of docs/engines.md around the tables :mod:`.engines_page` generates.
 
-It explains how the runs are made and how to read them; every verdict and trace on
-the page comes from a run, never from this text.
+It explains how the runs are made and how to read them; every verdict and failures
+table on the page comes from a run. The LMCache verdicts table pairs each run's
+verdict with what it means for an LMCache user (:data:`LMCACHE_MEANING`, written from
+that run's shrunk traces: re-read it when a run's verdict changes); the SGLang note
+ends the LMCache section.
 """
 
 BEFORE = """\
@@ -82,3 +85,149 @@ decides the same, so the suite cannot call it a divergence: that hazard is the m
 checker's to show (`no-stale-completions` is the assumption that excludes it), and
 the native API's ticketed completions are what avoid it.
 """
+
+
+LMCACHE_HEADING = '# LMCache 0.5.6: its real backends'
+"""The line that opens the LMCache section (and ends the vLLM one)."""
+
+LMCACHE_BEFORE = """
+# LMCache 0.5.6: its real backends
+
+`pip install -e '.[lmcache]' torch==2.13.0` installs LMCache 0.5.6 beside the CPU torch
+(LMCache requires any `torch`; naming it keeps pip from replacing it; LMCache pins
+`numpy<=2.2.6`). `kvoffload check lmcache==0.5.6` drives LMCache's own
+`LocalCPUBackend` over a `HostMemoryAllocator` of N 4 KiB chunks (`--adapter
+lmcache-cpu`, the default) or its `LocalDiskBackend` in a temporary directory of N
+chunks (`--adapter lmcache-disk`); a missing LMCache or another release stops with exit
+2. How each operation maps onto LMCache's calls (`contains`, `exists_in_put_tasks`,
+`allocate`, `submit_put_task`, `get_blocking`, `ref_count_down`, `pin`/`unpin`,
+`touch_cache`, `clear`) is in `conformance/kvoffload/conformance/lmcache_adapters.py`.
+The only things not LMCache's own: on the disk backend the adapter holds each write at
+`write_file` until the suite completes that store (a failed store makes the write raise
+`OSError`, as a full or failing disk does), and numbers the chunks, since a disk chunk
+is a file named by its key and has no slot.
+
+Options these backends need, and why:
+
+- `--max-keys-per-call 1`: LMCache stores, reads and evicts one chunk at a time
+  (`allocate` per chunk, `submit_put_task` per key). A call naming several keys that do
+  not all fit is not all-or-nothing there: the first chunks are allocated (evicting), the
+  rest are not. Run without it (`--profile safe --assume no-reset-in-flight --assume
+  no-store-while-storing --seed 1`), six properties fail, each shrunk trace with a call
+  naming two keys: `prepare_store(['a', 'b'])` on a 1-chunk tier (`rejection`: the spec
+  rejects it, needing 2 with 1 available; LMCache keeps `'a'`); `prepare_load(['a', 'b'])`
+  with `'b'` absent, refused at `'b'` after `get_blocking('a')`, so `'a'` stays read
+  (`store-plan`, `misuse`, `lookup` after a reset, `liveness`); and
+  `prepare_store(['b', 'c'])` with `'b'` READY evicting `'b'` itself to make room for
+  `'c'` (`eviction-choice`: `allocate` does not know the call's other chunks).
+- `--assume no-store-while-storing` (new): LMCache's CPU `store()` is one synchronous
+  call (allocate, copy, `submit_put_task`), so no one can name a chunk while it is being
+  written. The suite's in-flight phase on that backend is the time between `allocate`
+  and `submit_put_task`, when `contains()` is False; a second store of the chunk then
+  allocates a second buffer.
+- `--profile safe` for the CPU backend: its `exists_in_put_tasks` is always False, so a
+  chunk being written reads as a miss (never as a hit).
+- `--policy lru` only (LMCache's `LRU` cache policy; its FIFO, LFU and MRU have no model
+  in the spec).
+
+Verdicts: `kvoffload check lmcache==0.5.6 --max-keys-per-call 1 --seed 1` plus the
+options in the first column, default budget (300 examples x 150 calls, tiers of 1..4
+chunks); a run goes on after a failure and reports every property that fails, each with
+its shrunk trace. Each trace below is replayed by
+`tests/conformance/test_lmcache_backends.py` (marker `lmcache`), and the corpus cases
+of the same shapes (`engines-lmcache-*`, [`docs/corpus.md`](corpus.md)) fail or pass
+the same way under `kvoffload corpus replay DIR lmcache==0.5.6`.
+"""
+
+LMCACHE_HEADER = '| options | verdict | shrunk trace, and what it means for an LMCache user |'
+"""The verdicts table's header (options, verdict, meaning)."""
+
+LMCACHE_MEANING = {
+    "cpu-safe": (
+        'The CPU backend keeps every promise the spec makes a tier at `--level any`: '
+        '`contains` never says yes to a chunk that is not fully there, `get_blocking` '
+        'protects a chunk until `ref_count_down`, `allocate` evicts only unread chunks and '
+        'only when it must, a failed store gives its buffer back, and nothing leaks.'
+    ),
+    "cpu-strict": (
+        "`prepare_store(['a'])`, `lookup('a')`: spec PENDING, LMCache MISS. Between "
+        '`allocate` and `submit_put_task`, `contains` and `exists_in_put_tasks` are both '
+        'False: the CPU backend cannot say "being written".'
+    ),
+    "cpu-safe-exact": (
+        "`prepare_store(['a'])`, `complete_store(['a'])`, `prepare_store(['b'])`, "
+        "`complete_store(['b'])`, `prepare_load(['a'])`, `complete_load(['a'])`, "
+        "`prepare_store(['c'])` on 2 chunks: spec LRU evicts `'b'` (`'a'` was read last), "
+        "LMCache evicts `'a'`. `get_blocking` does not refresh LMCache's LRU; only "
+        "`touch_cache()` after `contains(pin=True)` does. LMCache's LRU is put-and-touch "
+        'order, not use order.'
+    ),
+    "cpu-safe-none": (
+        "`lookup`: `prepare_store(['a'])`, `complete_store(['a'])`, `prepare_load(['a'])`, "
+        "`reset_cache()`, `lookup('a')` answers HIT: `clear()` skips chunks whose `ref_count` "
+        'is above 1, so a chunk being read survives the reset. `eviction-choice`: '
+        "`prepare_store(['a'])`, `reset_cache()`, `complete_store(['a'])`, then a store of "
+        "one new chunk evicts `'a'`: `clear()` does not know a chunk being written, and the "
+        "`submit_put_task` after it puts the chunk into the cleared cache (vLLM's PR #41795 "
+        "shape; with a `lookup('a')` instead, HIT where the spec says MISS). `store-plan` (2 "
+        "chunks) and `rejection` (1 chunk): `prepare_store(['a'])`, `prepare_store(['a'])`: "
+        "the spec stores nothing the second time; LMCache allocates a second buffer for `'a'` "
+        '(on a full tier: no room, rejected); this is what `no-store-while-storing` assumes '
+        "away. `misuse`: the `lookup` trace with a second `prepare_load(['a'])` in place of "
+        "the `lookup('a')`: LMCache reads again the chunk that survived the reset, a load the "
+        "spec refuses (for it the reset dropped `'a'`): the same cause as `lookup`, not a "
+        'failure of its own.'
+    ),
+    "disk-strict-none": (
+        "All four from one cause: `prepare_store(['a'])`, `complete_store(['a'], "
+        "success=False)`, then `lookup('a')` answers PENDING (spec MISS), "
+        "`prepare_store(['a'])` stores nothing (spec stores `'a'`), `prepare_store(['b'])` on "
+        "1 chunk is rejected (spec accepts); and `prepare_store(['a'])`, "
+        "`complete_store(['a'])`, `prepare_store(['b'])`, `complete_store(['b'], "
+        "success=False)`, `prepare_store(['c'])` on 2 chunks evicts `'a'` (spec: nothing). A "
+        'disk write that raises leaves its key in the put tasks and its bytes counted in '
+        '`current_cache_size`: `exists_in_put_tasks` stays True, the chunk can never be '
+        'stored again, and its disk space is lost until restart. Before any failure the disk '
+        'backend answers PENDING during its write (so the strict profile fits) and HIT after '
+        'it.'
+    ),
+}
+"""What each LMCache run's verdict means for an LMCache user, by run label."""
+
+LMCACHE_FAILURES = """
+## LMCache's shrunk counterexamples
+
+One row per distinct failure of the LMCache runs above, as for vLLM: the shrunk trace
+(calls marked `(drain)` are the suite's final drain) and the divergence as the suite
+words it.
+"""
+
+LMCACHE_AFTER = """
+Earlier, at commit c0f7612 (the suite then stopped at the first failure), seeds 1, 2
+and 3 gave the same verdicts and traces.
+
+No assumption excludes failed stores, so the disk backend fails under every
+configuration; the disk backend has no `clear()`, so `reset_cache` is not generated for
+it. Neither backend publishes events to a subscriber (`events` not checked) nor reports
+what a completion did (`completion` not checked).
+
+# SGLang: not adapted
+
+Tried with SGLang 0.5.23 (the release PyPI serves; `pip install --no-deps sglang` into a
+virtual environment beside the CPU torch 2.13.0, then its imports one by one: psutil,
+pybase64, triton, pillow, starlette, anyio, msgspec, pyzmq, tqdm, the aiohttp family,
+transformers, huggingface_hub, safetensors, tokenizers, regex, truststore, h11):
+
+- `import sglang.srt.mem_cache.pool_host.mha` stops in `sglang/__init__.py`: its
+  transformers patches import `transformers.image_utils`, which imports `torchvision`;
+  with torchvision 0.29.1 or 0.28.0 from PyPI (CUDA builds) beside the CPU torch 2.13.0,
+  `import torchvision` raises `RuntimeError: operator torchvision::nms does not exist`;
+  without torchvision, `ModuleNotFoundError: No module named 'torchvision'`.
+- Even past the import, there is nothing for an adapter to drive in 0.5.23's host pool:
+  `HostKVCache` (`sglang/srt/mem_cache/pool_host/base.py`) keeps only a free list
+  (`alloc(need_size)`, `free(indices)`, `clear()`); its `mem_state` tensor is created in
+  `clear()` and read nowhere (the only other occurrence is the Mamba pool's own copy).
+  The per-slot states (reserved, protected, synced, backup) are gone from this release;
+  keys, lookups, protection of pages being read (`lock_ref`) and eviction live in the
+  radix cache (`HiRadixCache`), which needs the device pool and a scheduler. An adapter
+  over the host pool alone would check an allocator of integers, not a cache."""
