@@ -1,31 +1,146 @@
-"""What one step of the spec does to one key: the per-key view the docs are drawn from.
+"""What the spec does to one key: a bounded exploration, projected per key.
 
-A key's phase here refines the spec's :class:`~kvoffload.spec.Phase` by readers (a READY
-block being read cannot be evicted, an idle one can). A reset can leave a key's copy
-running (a spec ``Orphan``); such copies are followed separately, since a key may have
-one while it is stored again in the new epoch.
+The lifecycle diagram and the operation x phase table are projections of these steps,
+so both follow whatever the spec's transitions do. The exploration (:func:`explore`)
+offers every operation with one-key arguments (the phase picture is per key, and a
+key's fate does not depend on how many other keys share its call), every completion
+form (vLLM's ``epoch=None``, the current epoch, an earlier one, one that has not begun)
+and both store outcomes; resets and readers per block are bounded so the space is
+finite. It runs on the model checker's search engine (``proofs/modelcheck/explorer.py``).
+
+A key's phase (:class:`KeyPhase`) refines the spec's :class:`~kvoffload.spec.Phase` by
+readers (a READY block being read cannot be evicted, an idle one can). A reset can leave
+a key's copy running (a spec ``Orphan``); such copies are followed separately, since a
+key may have one while it is stored again in the new epoch.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from proofs.modelcheck.explorer import Search
+
 from kvoffload.spec import (
+    COMPLETIONS,
     CacheState,
+    Call,
     Completion,
     CopyKind,
     Events,
     Key,
     LookupResult,
+    MisuseError,
     Op,
+    Output,
     Phase,
+    Policy,
     StorePlan,
     StoreRejected,
+    apply,
+    check_invariants,
+    initial_state,
 )
 
-from .lifecycle_explore import Step, epoch_form
+# --- the exploration ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """How far the exploration goes."""
+
+    capacity: int = 2
+    keys: tuple[str, ...] = ("a", "b")
+    resets: int = 1
+    """``reset_cache`` is offered only while fewer than this many resets happened."""
+    readers: int = 2
+    """``prepare_load`` is offered only while the key has fewer readers than this."""
+    policy: Policy = Policy.LRU
+
+    def describe(self) -> str:
+        return (f"{self.policy.name}, capacity {self.capacity}, keys {', '.join(self.keys)}, "
+                f"at most {self.resets} reset(s), at most {self.readers} readers per block")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One call from one reachable state: what it returned or the misuse error it raised.
+
+    A rejected call changes nothing, so ``after`` is ``before`` when ``error`` is set.
+    """
+
+    before: CacheState
+    call: Call
+    after: CacheState
+    output: Output
+    error: MisuseError | None
+
+
+def calls_from(state: CacheState, bounds: Bounds) -> Iterator[Call]:
+    """The alphabet offered in ``state``: one-key calls of every operation and form."""
+    epochs: tuple[int | None, ...] = (None, *range(state.epoch + 2))
+    for key in bounds.keys:
+        keys = (key,)
+        yield Call(Op.LOOKUP, keys)
+        block = state.table.get(key)
+        if block is None or block.readers < bounds.readers:
+            yield Call(Op.PREPARE_LOAD, keys)
+        yield Call(Op.TOUCH, keys)
+        yield Call(Op.PREPARE_STORE, keys)
+        for epoch in epochs:
+            yield Call(Op.COMPLETE_LOAD, keys, epoch=epoch)
+            for success in (True, False):
+                yield Call(Op.COMPLETE_STORE, keys, success=success, epoch=epoch)
+    if state.epoch < bounds.resets:
+        yield Call(Op.RESET_CACHE)
+    yield Call(Op.TAKE_EVENTS)
+
+
+def take_step(state: CacheState, call: Call) -> Step:
+    """Apply ``call`` to ``state`` with the spec; a misuse error is an outcome, not a crash."""
+    try:
+        after, output = apply(state, call)
+    except MisuseError as error:
+        return Step(state, call, state, None, error)
+    return Step(state, call, after, output, None)
+
+
+def explore(bounds: Bounds) -> tuple[list[CacheState], list[Step]]:
+    """Breadth-first search from the empty tier, in a deterministic order (the model
+    checker's search engine, :class:`proofs.modelcheck.explorer.Search`, with no
+    symmetry reduction: the diagram tells keys apart).
+
+    Returns the reachable states (the initial one first) and every step taken from them.
+    Each new state is checked against the spec's invariants when first reached.
+    """
+    search: Search[CacheState, Call] = Search(initial_state(bounds.capacity, bounds.policy),
+                                              _itself)
+    steps: list[Step] = []
+    for state, i, _ in search.frontier():
+        for call in calls_from(state, bounds):
+            step = take_step(state, call)
+            steps.append(step)
+            if search.reach(i, call, step.after)[1]:
+                check_invariants(step.after)
+    return search.nodes, steps
+
+
+def _itself(state: CacheState) -> tuple[Hashable, object]:
+    return state, None
+
+
+def epoch_form(step: Step) -> str:
+    """How a completion names its job, relative to the state it arrives in."""
+    epoch = step.call.epoch
+    if step.call.op not in COMPLETIONS or epoch is None:
+        return ""
+    if epoch == step.before.epoch:
+        return "current"
+    return "earlier" if epoch < step.before.epoch else "later"
+
+
+# --- the projection onto one key ---------------------------------------------------
 
 
 class KeyPhase(enum.Enum):

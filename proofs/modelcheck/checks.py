@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from kvoffload.spec import NO_RESET_IN_FLIGHT, NO_STALE_COMPLETIONS, Policy
 
-from .environment import Form
 from .explorer import Setup
 from .model import SPEC
 from .mutants import MUTANTS, MUTANTS_BY_NAME
+from .node import Form
 from .properties import LIVENESS
 
 
@@ -32,7 +32,7 @@ class Check:
 
 
 _SAFETY_NOTE = "every spec invariant and every call rule"
-_HOLD_BACK = MUTANTS_BY_NAME["reset-without-hold-back"]
+_HOLD_BACK = MUTANTS_BY_NAME["ResetFreesRunningSlots"]
 
 CHECKS: tuple[Check, ...] = (
     Check("spec-lru", f"spec, LRU, reset-safe completions: {_SAFETY_NOTE}, liveness",

@@ -26,8 +26,9 @@ from kvoffload.spec import Policy
 from . import contracts, diffbehavior, rumur, table
 from .bounds import PRESETS, Bounds
 from .checks import CHECKS, CHECKS_BY_NAME, Check
-from .environment import Form
 from .explorer import Result, explore, format_trace, stderr_progress
+from .mutants import MUTANTS
+from .node import Form
 from .refinement import RefinementResult, refine
 
 TOOL = "proofs/check.py (Python BFS, symmetry)"
@@ -35,7 +36,7 @@ REFINEMENTS: dict[str, tuple[Policy, Form]] = {
     "lru-safe": (Policy.LRU, Form.SAFE), "lru-vllm": (Policy.LRU, Form.VLLM),
     "arc-safe": (Policy.ARC, Form.SAFE), "arc-vllm": (Policy.ARC, Form.VLLM),
 }
-RUMUR_MUTATIONS = {"touch-queues-storing": "mutant:touch-queues-storing"}
+RUMUR_MUTATIONS = {"TouchQueuesStoring": "mutant:TouchQueuesStoring"}
 
 
 @dataclass
@@ -163,6 +164,19 @@ def run_diffbehavior(other: str, timeout: float = diffbehavior.TIMEOUT) -> Outco
     return Outcome(row, expected)
 
 
+def mutant_table() -> str:
+    """The spec mutants beside the conformance suite's seeded bugs of the same class."""
+    lines = ["| spec mutant (`--check mutant:NAME`) | decision | rule broken | hidden by "
+             "| seeded bug of the same class in `kvoffload.conformance.mutants` |",
+             "| --- | --- | --- | --- | --- |"]
+    for m in MUTANTS:
+        suite = f"`{m.name}`" if m.in_suite else "none (a spec-level rule)"
+        hidden = f"`{m.hidden_by.name}`" if m.hidden_by else "-"
+        lines.append(f"| `{m.name}` | {m.decision} | {m.rule.replace('|', '/')} | {hidden} "
+                     f"| {suite} |")
+    return "\n".join(lines)
+
+
 def every_row(quiet: bool) -> list[Outcome]:
     """Every row of the README, in table order."""
     outcomes: list[Outcome] = []
@@ -170,7 +184,7 @@ def every_row(quiet: bool) -> list[Outcome]:
         outcomes += [run_check(c, preset, quiet) for c in CHECKS if preset.name in c.presets]
     for preset in PRESETS.values():
         outcomes.append(run_rumur(preset))
-    outcomes.append(run_rumur(PRESETS["tiny"], "touch-queues-storing"))
+    outcomes.append(run_rumur(PRESETS["tiny"], "TouchQueuesStoring"))
     outcomes += [run_refinement(name, PRESETS["tiny"]) for name in REFINEMENTS]
     outcomes.append(run_crosshair(contracts.TIMEOUT))
     outcomes += [run_diffbehavior(other) for other in diffbehavior.PAIRS]
@@ -228,7 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcomes += [run_check(c, bounds, args.quiet) for c in chosen]
     failed = [o.row.command for o in outcomes if not o.expected]
     if args.write_readme:
-        table.write([o.row for o in outcomes], "\n".join(o.trace for o in outcomes if o.trace))
+        table.write([o.row for o in outcomes], "\n".join(o.trace for o in outcomes if o.trace),
+                    mutant_table())
         print(f"wrote {table.README}")
     if failed:
         print(f"{len(failed)} verdict(s) differ from what the checks call for:", *failed,

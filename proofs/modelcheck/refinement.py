@@ -24,19 +24,19 @@ from kvoffload.spec import (
     KvOffloadError,
     LoadPlan,
     LookupResult,
-    Op,
     Output,
     Policy,
     StorePlan,
     StoreRejected,
     apply,
     initial_state,
+    send,
 )
 
 from .bounds import Bounds
-from .environment import Action, Form, Node, Outcome
 from .explorer import Setup, explore
 from .model import SPEC
+from .node import Action, Form, Node, Outcome
 
 
 class NativeManager(Protocol):
@@ -83,24 +83,9 @@ class RefinementResult:
 
 
 def call_manager(manager: NativeManager, call: Call) -> Output:
-    """Make ``call`` on a native manager."""
-    op = call.op
-    if op is Op.LOOKUP:
-        return manager.lookup(call.keys[0])
-    if op is Op.PREPARE_LOAD:
-        return manager.prepare_load(call.keys)
-    if op is Op.COMPLETE_LOAD:
-        return manager.complete_load(call.keys, epoch=call.epoch)
-    if op is Op.TOUCH:
-        manager.touch(call.keys)
-        return None
-    if op is Op.PREPARE_STORE:
-        return manager.prepare_store(call.keys)
-    if op is Op.COMPLETE_STORE:
-        return manager.complete_store(call.keys, success=call.success, epoch=call.epoch)
-    if op is Op.RESET_CACHE:
-        return manager.reset_cache()
-    return manager.take_events()
+    """Make ``call`` on a native manager, through the spec's one dispatcher."""
+    output: Output = send(manager, call)
+    return output
 
 
 def _view(manager: NativeManager) -> object:

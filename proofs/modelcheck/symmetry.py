@@ -24,17 +24,18 @@ explored behaviour is the spec's "any free slot" in every node, which is symmetr
 every renaming of slots, and such nodes take the exact form.
 
 Keys with equal components are interchangeable in that node; :func:`canonical` returns
-these classes so the environment can also skip calls that are renamings of each other.
+these classes, and :class:`CallRenaming` gives each call its form up to such renamings,
+so the environment can skip calls that are renamings of each other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from itertools import permutations
 
 from kvoffload.spec import ArcLists, LruOrder
 
-from .environment import Node
+from .node import Action, Job, Node
 
 Form = Hashable
 
@@ -121,3 +122,46 @@ def exact_form(node: Node, keys: tuple[str, ...]) -> tuple[object, ...]:
         _encode(node, dict(zip(kperm, range(len(keys)), strict=True)),
                 dict(zip(sperm, slots, strict=True)))
         for kperm in permutations(keys) for sperm in permutations(slots))
+
+
+class CallRenaming:
+    """The form of a call up to the renamings of keys that leave its node unchanged."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self._index = {k: i for i, k in enumerate(keys)}
+        self._renamed: dict[tuple[Sequence[int], tuple[object, ...]], object] = {}
+
+    def form(self, node: Node, action: Action, classes: Sequence[int]) -> object:
+        """Equal for two calls in ``node`` that differ by such a renaming only.
+
+        ``classes`` gives each key of the universe its symmetry class (:func:`canonical`).
+        """
+        call = action.call
+        canon = self._renamed.get((classes, call.keys))
+        if canon is None:
+            assigned: dict[object, int] = {}
+            used: dict[int, int] = {}
+            names: list[tuple[int, int]] = []
+            for key in call.keys:
+                cls = classes[self._index[str(key)]]
+                if key not in assigned:
+                    assigned[key] = used.get(cls, 0)
+                    used[cls] = assigned[key] + 1
+                names.append((cls, assigned[key]))
+            canon = self._renamed[classes, call.keys] = tuple(names)
+        jobs = tuple(_job_relation(node, j) for j in action.jobs)
+        return (call.op, canon, call.success, call.epoch, call.origin, jobs, action.slots)
+
+
+def _job_relation(node: Node, job: Job) -> object:
+    """A job as seen from its key: which of the key's slots it uses, named without slot
+    numbers when it runs on the key's live block or on one of its orphans."""
+    kind, key, epoch, slot = job
+    s = node.state
+    block = s.table.get(key)
+    if block is not None and block.slot == slot:
+        return (kind, epoch, "block")
+    for orphan in s.orphans:
+        if orphan.key == key and orphan.slot == slot:
+            return (kind, epoch, "orphan", orphan.kind.value, orphan.epoch)
+    return (kind, epoch, "slot", slot)

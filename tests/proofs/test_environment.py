@@ -1,11 +1,12 @@
-"""The environment: jobs, the call alphabet, and the rules checked on each call."""
+"""The environment: jobs, the call alphabet, and the rules checked on each call (step.py)."""
 
 from __future__ import annotations
 
 from proofs.modelcheck.bounds import TINY
-from proofs.modelcheck.environment import Action, Environment, Expect, Form, Node
+from proofs.modelcheck.environment import Environment
 from proofs.modelcheck.model import SPEC
 from proofs.modelcheck.mutants import MUTANTS_BY_NAME
+from proofs.modelcheck.node import Action, Form, Node
 
 from kvoffload.spec import (
     Call,
@@ -13,7 +14,6 @@ from kvoffload.spec import (
     Op,
     Policy,
     UnknownEpoch,
-    UnmatchedCompleteLoad,
     initial_state,
 )
 
@@ -76,26 +76,25 @@ def test_stale_completions_carry_their_origin_in_the_vllm_form() -> None:
     assert stale.jobs == (("store", "a", 0, 0),)
 
 
-def test_misuse_calls_expect_their_error() -> None:
+def test_misuse_calls_are_offered_and_raise_without_a_violation() -> None:
     env = _env()
     node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
-    expected = {str(a): a.error for a in env.actions(node, None) if a.expect is Expect.MISUSE}
-    assert expected["prepare_load(['a'])"] is NotReadable
-    assert expected["complete_load(['b'], epoch=0)"] is UnmatchedCompleteLoad
-    assert expected["complete_store(['a'], epoch=1)"] is UnknownEpoch
-    outcome = env.step(node, _find(env, node, "prepare_load(['a'])"))
-    assert outcome.node is None
-    assert outcome.violation is None
-    assert isinstance(outcome.output, NotReadable)
+    for text, error in (("prepare_load(['a'])", NotReadable),
+                        ("complete_store(['a'], epoch=1)", UnknownEpoch)):
+        outcome = env.step(node, _find(env, node, text))
+        assert outcome.node is None
+        assert outcome.violation is None
+        assert isinstance(outcome.output, error)
 
 
-def test_a_completion_with_no_job_must_be_ignored() -> None:
+def test_completions_with_no_job_behind_them_are_offered() -> None:
     env = _env()
     node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
-    ignored = [a for a in env.actions(node, None) if a.expect is Expect.IGNORED]
-    assert {str(a) for a in ignored} >= {"complete_store(['b'], epoch=0)",
-                                         "complete_store(['b'], success=False, epoch=0)"}
-    assert not any(a.call.keys == ("a",) for a in ignored)
+    spurious = {str(a) for a in env.actions(node, None)
+                if a.call.op is Op.COMPLETE_STORE and not a.jobs}
+    assert {"complete_store(['b'], epoch=0)",
+            "complete_store(['b'], success=False, epoch=0)"} <= spurious
+    assert "complete_store(['a'], epoch=0)" not in spurious
 
 
 def test_resets_and_readers_stay_within_the_bounds() -> None:
@@ -105,9 +104,8 @@ def test_resets_and_readers_stay_within_the_bounds() -> None:
     node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
     node = _run_from(env, node, "complete_store(['a'], epoch=0)")
     node = _run_from(env, node, "prepare_load(['a'])")
-    loads = [a for a in env.actions(node, None)
-             if a.call.op is Op.PREPARE_LOAD and a.expect is Expect.ACCEPT]
-    assert not any("a" in a.call.keys for a in loads)  # TINY allows one reader
+    loads = [a for a in env.actions(node, None) if a.call.op is Op.PREPARE_LOAD]
+    assert not any(a.call.keys == ("a",) for a in loads)  # TINY allows one reader
 
 
 def test_symmetric_calls_are_made_once() -> None:
@@ -123,14 +121,22 @@ def test_symmetric_calls_are_made_once() -> None:
 
 
 def test_each_call_rule_can_fail() -> None:
-    """Mutants break the call rules the environment checks (not only node properties)."""
+    """A replaced operation must answer as the spec's transition; a running copy's
+    completion must reach that copy."""
     node = Node(initial_state(TINY.capacity, Policy.LRU))
-    env = Environment(MUTANTS_BY_NAME["unmatched-complete-load"].model, TINY, Form.SAFE)
+    env = Environment(MUTANTS_BY_NAME["UnmatchedCompleteLoadAccepted"].model, TINY, Form.SAFE)
     outcome = env.step(node, _find(env, node, "complete_load(['a'], epoch=0)"))
     assert outcome.violation is not None
-    assert outcome.violation[0] == "misuse_rejected"
-    env = Environment(MUTANTS_BY_NAME["lookup-storing-is-miss"].model, TINY, Form.SAFE)
+    assert outcome.violation[0] == "follows_the_spec"
+    assert "raises UnmatchedCompleteLoad" in outcome.violation[1]
+    env = Environment(MUTANTS_BY_NAME["LookupPendingAsMiss"].model, TINY, Form.SAFE)
     node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
     outcome = env.step(node, _find(env, node, "lookup('a')"))
     assert outcome.violation is not None
-    assert outcome.violation[0] == "lookup_reports_phase"
+    assert outcome.violation[0] == "follows_the_spec"
+    env = _env()
+    job = node.jobs[0]
+    wrong = Action(Call(Op.COMPLETE_STORE, ("b",), epoch=0), jobs=(job,))
+    outcome = env.step(node, wrong)
+    assert outcome.violation is not None
+    assert outcome.violation[0] == "completions_attributed"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 from proofs.modelcheck.bounds import TINY
 from proofs.modelcheck.checks import CHECKS, CHECKS_BY_NAME
-from proofs.modelcheck.environment import Action, Environment, Form
+from proofs.modelcheck.environment import Environment
 from proofs.modelcheck.explorer import (
     Result,
     Setup,
@@ -25,6 +25,7 @@ from proofs.modelcheck.explorer import (
     replay,
 )
 from proofs.modelcheck.model import SPEC
+from proofs.modelcheck.node import Action, Form
 from proofs.modelcheck.properties import LIVENESS, NODE_PROPERTIES
 
 from kvoffload.spec import Call, Op, Policy
@@ -82,7 +83,7 @@ def test_slot_reuse_trace_is_the_known_shortest(run_check: RunCheck) -> None:
 
 
 @pytest.mark.parametrize("name", ["spec-vllm-form", "hazard:reset-without-hold-back",
-                                  "mutant:events-miss-removals"])
+                                  "mutant:MissingRemovalEvent"])
 def test_no_shorter_trace_exists(name: str, run_check: RunCheck) -> None:
     """An independent search without symmetry, one call short of the trace, finds no
     violation of the property: breadth-first order made the trace a shortest one."""

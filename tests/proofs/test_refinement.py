@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 import pytest
 from proofs.modelcheck.bounds import TINY, Bounds
-from proofs.modelcheck.environment import Form
-from proofs.modelcheck.refinement import NativeManager, refine
+from proofs.modelcheck.node import Form
+from proofs.modelcheck.refinement import Factory, NativeManager, refine
 
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import Completion, LookupResult, Policy, UnmatchedCompleteLoad
@@ -29,7 +29,7 @@ class _SwallowsUnmatched(OffloadManager):
             return Completion()
 
 
-def _factory(cls: type[OffloadManager]) -> object:
+def _factory(cls: type[OffloadManager]) -> Factory:
     def make(capacity: int, policy: Policy) -> NativeManager:
         manager: NativeManager = cls(capacity, policy)
         return manager
@@ -55,7 +55,7 @@ def test_reference_manager_refines_the_spec_arc_smaller_bound() -> None:
 
 
 def test_a_planted_lookup_bug_is_found_with_a_short_trace() -> None:
-    result = refine(SMALLER, Policy.LRU, Form.SAFE, _factory(_StoringIsMiss))  # type: ignore[arg-type]
+    result = refine(SMALLER, Policy.LRU, Form.SAFE, _factory(_StoringIsMiss))
     assert result.divergence is not None
     assert [str(a) for a in result.divergence.trace] == ["prepare_store(['a'])", "lookup('a')"]
     assert "PENDING" in result.divergence.problem
@@ -63,7 +63,7 @@ def test_a_planted_lookup_bug_is_found_with_a_short_trace() -> None:
 
 
 def test_a_planted_missing_error_is_found() -> None:
-    result = refine(SMALLER, Policy.LRU, Form.SAFE, _factory(_SwallowsUnmatched))  # type: ignore[arg-type]
+    result = refine(SMALLER, Policy.LRU, Form.SAFE, _factory(_SwallowsUnmatched))
     assert result.divergence is not None
     assert [str(a) for a in result.divergence.trace] == ["complete_load(['a'], epoch=0)"]
     assert "UnmatchedCompleteLoad" in result.divergence.problem

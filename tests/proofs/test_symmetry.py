@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 from proofs.modelcheck.bounds import TINY, Bounds
-from proofs.modelcheck.environment import Action, Form, Node, Outcome
 from proofs.modelcheck.explorer import Setup, explore
 from proofs.modelcheck.model import SPEC
 from proofs.modelcheck.mutants import MUTANTS_BY_NAME
+from proofs.modelcheck.node import Action, Form, Node, Outcome
 from proofs.modelcheck.symmetry import canonical, exact_form
 
 from kvoffload.spec import Policy
@@ -39,7 +39,7 @@ def _unreduced(setup: Setup, bounds: Bounds) -> list[Node]:
     (Setup(SPEC, Form.SAFE, Policy.LRU, properties=frozenset()), TINY),
     (Setup(SPEC, Form.VLLM, Policy.LRU, properties=frozenset()), TINY),
     (Setup(SPEC, Form.SAFE, Policy.ARC, properties=frozenset()), ARC_BOUND),
-    (Setup(MUTANTS_BY_NAME["reset-without-hold-back"].model, Form.SAFE, Policy.LRU,
+    (Setup(MUTANTS_BY_NAME["ResetFreesRunningSlots"].model, Form.SAFE, Policy.LRU,
            properties=frozenset()), HOLD_BACK_BOUND),
 ], ids=["lru-safe", "lru-vllm", "arc-safe", "reset-without-hold-back"])
 def test_canonical_form_is_exact_and_reduction_complete(setup: Setup, bounds: Bounds) -> None:
