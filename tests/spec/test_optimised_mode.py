@@ -12,7 +12,7 @@ checks = 0
 for call, error in [
     (lambda: s.prepare_load(state, ["a"]), s.NotReadable),
     (lambda: s.complete_load(state, ["a"]), s.UnmatchedCompleteLoad),
-    (lambda: s.complete_store(state, ["a"], epoch=3), s.UnknownEpoch),
+    (lambda: s.Call(s.Op.LOOKUP, ()), s.MalformedCall),
     (lambda: s.initial_state(0), s.BadCapacity),
 ]:
     try:
@@ -20,7 +20,7 @@ for call, error in [
     except error:
         checks += 1
 broken = s.CacheState(2, s.Policy.LRU, s.LruOrder(), blocks=frozenset(
-    {s.Block("a", s.Phase.STORING, 0, readers=1)}))
+    {s.Block("a", s.Phase.STORING, 0, ticket=0, loads=(1,))}), next_ticket=2)
 try:
     s.check_invariants(broken)
 except s.InvariantViolation as violation:

@@ -19,11 +19,14 @@ class Recorder:
 @pytest.mark.parametrize(("call", "expected"), [
     (Call(Op.LOOKUP, ("a",)), ("lookup", ("a",), {})),
     (Call(Op.PREPARE_LOAD, ("a", "b")), ("prepare_load", (("a", "b"),), {})),
-    (Call(Op.COMPLETE_LOAD, ("a",), epoch=2), ("complete_load", (("a",),), {"epoch": 2})),
+    (Call(Op.COMPLETE_LOAD, ("a",), ticket=2), ("complete_load", (("a",),), {"ticket": 2})),
+    (Call(Op.COMPLETE_LOAD, ("a",), job=2), ("complete_load", (("a",),), {"ticket": None})),
     (Call(Op.TOUCH, ("a",)), ("touch", (("a",),), {})),
     (Call(Op.PREPARE_STORE, ("a",)), ("prepare_store", (("a",),), {})),
     (Call(Op.COMPLETE_STORE, ("a",), success=False),
-     ("complete_store", (("a",),), {"success": False, "epoch": None})),
+     ("complete_store", (("a",),), {"success": False, "ticket": None})),
+    (Call(Op.COMPLETE_STORE, ("a",), ticket=7, job=3),
+     ("complete_store", (("a",),), {"success": True, "ticket": 7})),
     (Call(Op.RESET_CACHE), ("reset_cache", (), {})),
     (Call(Op.TAKE_EVENTS), ("take_events", (), {})),
 ])
@@ -32,5 +35,6 @@ def test_send_names_the_method_of_the_op(call: Call, expected: tuple[Any, ...]) 
 
 
 def test_every_op_is_dispatched() -> None:
-    seen = {send(Recorder(), Call(op, ("k",)))[0] for op in Op}
+    seen = {send(Recorder(), Call(op, () if op in (Op.RESET_CACHE, Op.TAKE_EVENTS) else ("k",)))[0]
+            for op in Op}
     assert seen == {op.value for op in Op}

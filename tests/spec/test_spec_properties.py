@@ -35,8 +35,11 @@ def calls(draw: st.DrawFn) -> Call:
         return Call(op, (draw(KEYS),))
     keys = tuple(draw(st.lists(KEYS, max_size=4)))
     if op in COMPLETIONS:
-        epoch = draw(st.none() | st.integers(0, 3))
-        return Call(op, keys, success=draw(st.booleans()), epoch=epoch)
+        ticket = draw(st.none() | st.integers(0, 12))
+        success = op is Op.COMPLETE_LOAD or draw(st.booleans())
+        return Call(op, keys, success=success, ticket=ticket)
+    if op in (Op.RESET_CACHE, Op.TAKE_EVENTS):
+        return Call(op)
     return Call(op, keys)
 
 
@@ -111,8 +114,8 @@ def test_draining_every_copy_reaches_a_leak_free_quiescent_state(
             state, _ = apply(state, Call(Op.COMPLETE_LOAD, (block.key,)))
     for orphan in state.orphans:
         op = Op.COMPLETE_STORE if orphan.kind is CopyKind.STORE else Op.COMPLETE_LOAD
-        for _ in range(orphan.count):
-            state, _ = apply(state, Call(op, (orphan.key,), epoch=orphan.epoch))
+        for ticket in orphan.tickets:
+            state, _ = apply(state, Call(op, (orphan.key,), ticket=ticket))
     check_invariants(state)
     assert not state.in_flight()
     assert len(state.free_slots()) + len(state.evictable()) == state.capacity

@@ -13,12 +13,12 @@ from kvoffload.spec import (
     Events,
     LoadPlan,
     LookupResult,
+    MisuseError,
     NotReadable,
     Phase,
     Policy,
     StorePlan,
     StoreRejected,
-    UnknownEpoch,
     UnmatchedCompleteLoad,
     check_invariants,
     complete_load,
@@ -92,7 +92,9 @@ def test_pr41795_store_in_flight_is_pending_then_hit() -> None:
 def test_prepare_load_pins_and_reports_slots() -> None:
     state = ready(3, "a", "b")
     state, plan = prepare_load(state, ["b", "a", "b"])
-    assert plan == LoadPlan(("b", "a"), (1, 0), 0)
+    assert plan == LoadPlan(("b", "a"), (1, 0), 0, 1)
+    assert state.table["a"].loads == (1,)
+    assert state.next_ticket == 2
     assert state.table["a"].readers == 1
     assert state.table["b"].readers == 1
     assert state.evictable() == frozenset()
@@ -131,10 +133,40 @@ def test_unmatched_complete_load_is_misuse() -> None:
     assert isinstance(caught.value, ValueError)
 
 
-def test_complete_load_future_epoch_is_misuse() -> None:
-    state, _ = prepare_load(ready(2, "a"), ["a"])
-    with pytest.raises(UnknownEpoch):
-        complete_load(state, ["a"], epoch=1)
+def test_complete_load_ticket_form_ignores_a_ticket_that_names_no_running_load() -> None:
+    state, plan = prepare_load(ready(2, "a"), ["a"])
+    for ticket in (0, 99):  # the store's job (finished), a ticket never issued
+        after, done = complete_load(state, ["a"], ticket=ticket)
+        assert done == Completion(ignored=("a",))
+        assert after == state
+    state, done = complete_load(state, ["a"], ticket=plan.ticket)
+    assert done == Completion(applied=("a",))
+    after, done = complete_load(state, ["a"], ticket=plan.ticket)  # a second report
+    assert done == Completion(ignored=("a",))
+    assert after == state
+
+
+def test_complete_load_forms_pick_their_job() -> None:
+    state = ready(2, "a")
+    state, first = prepare_load(state, ["a"])
+    state, second = prepare_load(state, ["a"])
+    named, _ = complete_load(state, ["a"], ticket=second.ticket)
+    assert named.table["a"].loads == (first.ticket,)
+    oldest, _ = complete_load(state, ["a"])  # vLLM's form: the oldest running load
+    assert oldest.table["a"].loads == (second.ticket,)
+
+
+def test_one_ticket_names_the_whole_plan() -> None:
+    state, plan = prepare_store(initial_state(3), ["a", "b"])
+    assert isinstance(plan, StorePlan)
+    state, done = complete_store(state, ["a"], ticket=plan.ticket)
+    assert done == Completion(applied=("a",))
+    state, done = complete_store(state, ["b", "a"], ticket=plan.ticket)
+    assert done == Completion(applied=("b",), ignored=("a",))
+    state, load = prepare_load(state, ["a", "b"])
+    state, done = complete_load(state, ["b", "a"], ticket=load.ticket)
+    assert done == Completion(applied=("b", "a"))
+    assert state.evictable() == frozenset("ab")
 
 
 # --- touch ---
@@ -159,7 +191,7 @@ def test_touch_of_pinned_block_does_not_queue_it() -> None:
 def test_prepare_store_skips_present_keys_and_protects_them() -> None:
     state = ready(2, "a", "b")
     state, plan = prepare_store(state, ["a", "c"])
-    assert plan == StorePlan(("c",), (1,), ("b",), 0)
+    assert plan == StorePlan(("c",), (1,), ("b",), 0, 1)
     assert state.phase("a") is Phase.READY
 
 
@@ -187,14 +219,14 @@ def test_prepare_store_never_evicts_storing_blocks() -> None:
 
 def test_duplicate_keys_take_one_slot() -> None:
     state, plan = prepare_store(initial_state(3), ["a", "a", "b", "a"])
-    assert plan == StorePlan(("a", "b"), (0, 1), (), 0)
+    assert plan == StorePlan(("a", "b"), (0, 1), (), 0, 0)
     assert state.free_slots() == (2,)
 
 
 def test_prepare_store_accepts_a_callers_allowed_choices() -> None:
     state = ready(3, "a", "b", "c")
     _, plan = prepare_store(state, ["d"], victims=["b"], slots=[1])
-    assert plan == StorePlan(("d",), (1,), ("b",), 0)
+    assert plan == StorePlan(("d",), (1,), ("b",), 0, 1)
 
 
 @pytest.mark.parametrize(("victims", "slots"), [
@@ -208,8 +240,10 @@ def test_prepare_store_refuses_choices_outside_the_rules(
     victims: list[str] | None, slots: list[int] | None
 ) -> None:
     state = ready(3, "a", "b", "c")
-    with pytest.raises(ChoiceNotAllowed):
+    with pytest.raises(ChoiceNotAllowed) as caught:
         prepare_store(state, ["d"], victims=victims, slots=slots)
+    assert caught.value.code == "choice-not-allowed"
+    assert not isinstance(caught.value, MisuseError)  # its own family: the target's finding
 
 
 # --- complete_store ---
@@ -231,10 +265,32 @@ def test_complete_store_of_non_storing_key_is_ignored() -> None:
     assert after == state
 
 
-def test_complete_store_future_epoch_is_misuse() -> None:
-    state, _ = prepare_store(initial_state(1), ["a"])
-    with pytest.raises(UnknownEpoch):
-        complete_store(state, ["a"], epoch=5)
+def test_complete_store_ticket_form_ignores_a_ticket_that_names_no_running_store() -> None:
+    state, plan = prepare_store(initial_state(1), ["a"])
+    assert isinstance(plan, StorePlan)
+    for ticket in (plan.ticket + 1, 5):  # not issued yet, never issued
+        after, done = complete_store(state, ["a"], ticket=ticket)
+        assert done == Completion(ignored=("a",))
+        assert after == state
+
+
+def test_every_accepted_plan_issues_a_fresh_ticket_even_across_a_reset() -> None:
+    state = initial_state(1)
+    tickets = []
+    state, plan = prepare_store(state, ["a"])
+    assert isinstance(plan, StorePlan)
+    tickets.append(plan.ticket)
+    state, rejected = prepare_store(state, ["b"])
+    assert isinstance(rejected, StoreRejected)  # issues none
+    state, plan = prepare_store(state, ["a"])  # present: an empty plan, still a job name
+    assert plan == StorePlan((), (), (), 0, 1)
+    tickets.append(plan.ticket)
+    state, _ = reset_cache(state)
+    state, plan = prepare_store(state, [])
+    assert isinstance(plan, StorePlan)
+    tickets.append(plan.ticket)
+    assert tickets == [0, 1, 2]
+    assert state.next_ticket == 3
 
 
 # --- reset_cache ---
@@ -249,28 +305,34 @@ def test_reset_holds_slots_of_running_copies() -> None:
     assert epoch == 1
     check_invariants(state)
     assert not state.blocks
-    assert {(o.key, o.kind, o.count) for o in state.orphans} == {
-        ("a", CopyKind.LOAD, 2), ("c", CopyKind.STORE, 1)}
+    assert {(o.key, o.kind, o.tickets) for o in state.orphans} == {
+        ("a", CopyKind.LOAD, (1, 2)), ("c", CopyKind.STORE, (3,))}
     assert state.free_slots() == (1,)
-    state, done = complete_load(state, ["a"])
+    state, done = complete_load(state, ["a"])  # vLLM's form: the oldest job, ticket 1
     assert done == Completion(released=("a",))
-    state, _ = complete_load(state, ["a"], epoch=0)
-    state, _ = complete_store(state, ["c"], epoch=0)
+    assert {o.tickets for o in state.orphans} == {(2,), (3,)}
+    state, done = complete_load(state, ["a"], ticket=1)
+    assert done == Completion(ignored=("a",))
+    state, _ = complete_load(state, ["a"], ticket=2)
+    state, _ = complete_store(state, ["c"], ticket=3)
     assert state.free_slots() == (0, 1, 2)
     assert not state.in_flight()
 
 
-def test_stale_complete_load_without_orphan_is_misuse() -> None:
+def test_stale_complete_load_without_orphan_is_misuse_only_in_vllm_form() -> None:
     state, _ = reset_cache(ready(2, "a"))
     with pytest.raises(UnmatchedCompleteLoad):
-        complete_load(state, ["a"], epoch=0)
+        complete_load(state, ["a"])
+    after, done = complete_load(state, ["a"], ticket=0)
+    assert done == Completion(ignored=("a",))
+    assert after == state
 
 
 def test_safe_completion_ignores_stale_job_but_vllm_form_cannot() -> None:
     state, _ = prepare_store(initial_state(2), ["a"])
     state, _ = reset_cache(state)
     state, _ = prepare_store(state, ["a"])
-    safe, done = complete_store(state, ["a"], epoch=0)
+    safe, done = complete_store(state, ["a"], ticket=0)
     assert done == Completion(released=("a",))
     assert safe.phase("a") is Phase.STORING
     unsafe, done = complete_store(state, ["a"])

@@ -20,15 +20,15 @@ from .errors import (
     ChoiceNotAllowed,
     InvariantViolation,
     KvOffloadError,
+    MalformedCall,
     MisuseError,
     NotReadable,
-    UnknownEpoch,
     UnmatchedCompleteLoad,
 )
 from .invariants import INVARIANTS, broken_invariants, check_invariants, is_quiescent
 from .outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
 from .recency import ArcLists, LruOrder
-from .state import Block, CacheState, Orphan, initial_state
+from .state import Block, CacheState, Orphan, initial_state, renumbered
 from .transitions import (
     complete_load,
     complete_store,
@@ -39,16 +39,16 @@ from .transitions import (
     take_events,
     touch,
 )
-from .vocabulary import CopyKind, Key, LookupResult, Phase, Policy, unique
+from .vocabulary import CopyKind, Key, LookupResult, Phase, Policy, Ticket, unique
 
 __all__ = [
     "ASSUMPTIONS", "COMPLETIONS", "INVARIANTS", "NO_MISUSE", "NO_RESET_IN_FLIGHT",
     "NO_STALE_COMPLETIONS", "UNIQUE_KEYS", "ArcLists", "Assumption", "BadCapacity", "Block",
     "CacheState", "Call", "ChoiceNotAllowed", "Completion", "CopyKind", "Events",
     "InvariantViolation", "Key", "KvOffloadError", "LoadPlan", "LookupResult", "LruOrder",
-    "MisuseError", "NotReadable", "Op", "Orphan", "Output", "Phase", "Policy", "StorePlan",
-    "StoreRejected", "UnknownEpoch", "UnmatchedCompleteLoad", "apply", "broken_invariants",
+    "MalformedCall", "MisuseError", "NotReadable", "Op", "Orphan", "Output", "Phase", "Policy",
+    "StorePlan", "StoreRejected", "Ticket", "UnmatchedCompleteLoad", "apply", "broken_invariants",
     "check_invariants", "complete_load", "complete_store", "excluded_by", "initial_state",
-    "is_quiescent", "lookup", "prepare_load", "prepare_store", "replay", "reset_cache", "send",
-    "take_events", "touch", "unique",
+    "is_quiescent", "lookup", "prepare_load", "prepare_store", "renumbered", "replay",
+    "reset_cache", "send", "take_events", "touch", "unique",
 ]

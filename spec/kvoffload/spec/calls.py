@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import transitions as t
+from .errors import MalformedCall
 from .outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
 from .state import CacheState
-from .vocabulary import Key, LookupResult
+from .vocabulary import Key, LookupResult, Ticket
 
 
 class Op(enum.Enum):
@@ -39,31 +40,65 @@ Output = LookupResult | LoadPlan | Completion | StorePlan | StoreRejected | Even
 class Call:
     """One call. ``keys`` holds the single key of ``lookup`` too.
 
-    For completions, ``epoch`` is what the manager is told (None: vLLM's form, no job
-    identity) and ``origin`` is the epoch the completed job really started in, which
-    the environment knows even when the manager is not told (None: the current one).
+    For completions, ``ticket`` is what the manager is told (None: vLLM's form, no job
+    identity) and ``job`` is the ticket of the job the completion really belongs to,
+    which the environment knows even when the manager is not told (None: the running
+    job of these keys, i.e. not stale). A call that describes no call of the API (a
+    lookup without exactly one key, keys on ``reset_cache``, ``success=False`` outside
+    ``complete_store``, a ticket outside a completion) raises :class:`MalformedCall`.
+
+    raises: MalformedCall
     """
 
     op: Op
     keys: tuple[Key, ...] = ()
     success: bool = True
-    epoch: int | None = None
-    origin: int | None = None
+    ticket: Ticket | None = None
+    job: Ticket | None = None
+
+    def __post_init__(self) -> None:
+        problem = _malformed(self)
+        if problem:
+            raise MalformedCall(f"{problem}; got op={self.op!r}, keys={self.keys!r}, "
+                                f"success={self.success!r}, ticket={self.ticket!r}, "
+                                f"job={self.job!r}")
 
     @property
-    def job_epoch(self) -> int | None:
-        """The epoch of the job a completion finishes, as far as anyone knows."""
-        return self.origin if self.origin is not None else self.epoch
+    def job_ticket(self) -> Ticket | None:
+        """The ticket of the job a completion finishes, as far as anyone knows."""
+        return self.job if self.job is not None else self.ticket
 
     def __str__(self) -> str:
-        args = [] if self.op is Op.RESET_CACHE or self.op is Op.TAKE_EVENTS else (
+        args = [] if self.op in _NO_KEYS else (
             [repr(self.keys[0])] if self.op is Op.LOOKUP else [repr(list(self.keys))])
-        if self.op is Op.COMPLETE_STORE and not self.success:
+        if not self.success:
             args.append("success=False")
-        if self.epoch is not None:
-            args.append(f"epoch={self.epoch}")
+        if self.ticket is not None:
+            args.append(f"ticket={self.ticket}")
         text = f"{self.op.value}({', '.join(args)})"
-        return text if self.origin is None else f"{text}  # job of epoch {self.origin}"
+        return text if self.job in (None, self.ticket) else f"{text}  # job {self.job}"
+
+
+_NO_KEYS = frozenset({Op.RESET_CACHE, Op.TAKE_EVENTS})
+
+
+def _malformed(call: Call) -> str:
+    """The rule ``call`` breaks, or ``""`` if it describes a call of the API."""
+    if not isinstance(call.op, Op):
+        return "a call's op must be an Op"
+    if not isinstance(call.keys, tuple):
+        return "a call's keys must be a tuple"
+    if call.op is Op.LOOKUP and len(call.keys) != 1:
+        return "lookup takes exactly one key"
+    if call.op in _NO_KEYS and call.keys:
+        return f"{call.op.value} takes no keys"
+    if not isinstance(call.success, bool):
+        return "success must be a bool"
+    if not call.success and call.op is not Op.COMPLETE_STORE:
+        return "only complete_store takes success=False"
+    if call.op not in COMPLETIONS and (call.ticket is not None or call.job is not None):
+        return "only completions name a ticket or a job"
+    return ""
 
 
 def apply(
@@ -82,13 +117,13 @@ def apply(
     if op is Op.PREPARE_LOAD:
         return t.prepare_load(state, call.keys)
     if op is Op.COMPLETE_LOAD:
-        return t.complete_load(state, call.keys, call.epoch)
+        return t.complete_load(state, call.keys, call.ticket)
     if op is Op.TOUCH:
         return t.touch(state, call.keys)
     if op is Op.PREPARE_STORE:
         return t.prepare_store(state, call.keys, victims, slots)
     if op is Op.COMPLETE_STORE:
-        return t.complete_store(state, call.keys, call.success, call.epoch)
+        return t.complete_store(state, call.keys, call.success, call.ticket)
     if op is Op.RESET_CACHE:
         return t.reset_cache(state)
     return t.take_events(state)
@@ -99,7 +134,8 @@ def send(api: Any, call: Call) -> Any:
     (``docs/native-api.md``): a manager, an adapter, a wrapper. Returns what it returns.
 
     The one place outside the spec's :func:`apply` that maps an :class:`Op` to a method;
-    the epoch is passed by keyword (omitted in vLLM's form), the keys as a tuple.
+    completions get ``ticket=`` by keyword (None in vLLM's form) and ``complete_store``
+    ``success=`` too; the keys go as a tuple.
     """
     op = call.op
     if op is Op.LOOKUP:
@@ -107,13 +143,13 @@ def send(api: Any, call: Call) -> Any:
     if op is Op.PREPARE_LOAD:
         return api.prepare_load(call.keys)
     if op is Op.COMPLETE_LOAD:
-        return api.complete_load(call.keys, epoch=call.epoch)
+        return api.complete_load(call.keys, ticket=call.ticket)
     if op is Op.TOUCH:
         return api.touch(call.keys)
     if op is Op.PREPARE_STORE:
         return api.prepare_store(call.keys)
     if op is Op.COMPLETE_STORE:
-        return api.complete_store(call.keys, success=call.success, epoch=call.epoch)
+        return api.complete_store(call.keys, success=call.success, ticket=call.ticket)
     if op is Op.RESET_CACHE:
         return api.reset_cache()
     return api.take_events()

@@ -1,10 +1,15 @@
 """The typed error tree.
 
-Two families, never mixed:
+Three families, never mixed (no class belongs to two):
 
 * :class:`MisuseError` (a :class:`ValueError`): a caller broke a precondition. Each
   subclass has a stable ``code`` that reports, adapters and docs quote. A call that
-  raises one changes nothing.
+  raises one changes nothing. :class:`MalformedCall` is one too: a :class:`Call` that
+  describes no call of the API (a lookup without its key, say).
+* :class:`ChoiceNotAllowed`: a victim or slot choice handed to the spec is outside what
+  the rules allow. The lockstep checker hands a target's choices to the spec, so this
+  means the *target* chose wrongly: a finding against it, not a misuse by the caller
+  of the operation. It has a stable ``code`` too.
 * :class:`InvariantViolation`: something that cannot happen did. It signals a bug in
   whatever produced the state (the spec itself, a mutant, or an implementation under
   check), never bad input.
@@ -38,15 +43,9 @@ class NotReadable(MisuseError):
 
 
 class UnmatchedCompleteLoad(MisuseError):
-    """``complete_load`` named a key with no load outstanding."""
+    """``complete_load`` in vLLM's form named a key with no load outstanding."""
 
     code = "unmatched-complete-load"
-
-
-class UnknownEpoch(MisuseError):
-    """A completion named an epoch that has not begun (later than the current one)."""
-
-    code = "unknown-epoch"
 
 
 class BadCapacity(MisuseError):
@@ -55,14 +54,23 @@ class BadCapacity(MisuseError):
     code = "bad-capacity"
 
 
-class ChoiceNotAllowed(MisuseError):
+class MalformedCall(MisuseError):
+    """A :class:`~kvoffload.spec.calls.Call` that describes no call of the API."""
+
+    code = "malformed-call"
+
+
+class ChoiceNotAllowed(KvOffloadError):
     """A victim or slot choice handed to the spec is outside what the spec allows.
 
-    The lockstep checker hands the target's choices to the spec; this error means
-    the target chose a victim or slot the rules forbid.
+    The lockstep checker hands the target's choices to the spec; this error means the
+    target chose a victim or slot the rules forbid. The state is unchanged.
     """
 
-    code = "choice-not-allowed"
+    code: str = "choice-not-allowed"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"[{self.code}] {message}")
 
 
 class InvariantViolation(KvOffloadError):

@@ -6,13 +6,13 @@ the first one broken; :data:`INVARIANTS` lists them for reports and the model ch
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import chain
 
 from .errors import InvariantViolation
 from .recency import ArcLists, LruOrder
 from .state import CacheState
-from .vocabulary import Phase, Policy
+from .vocabulary import CopyKind, Phase, Policy, Ticket
 
 
 def phases_are_live(state: CacheState) -> bool:
@@ -23,7 +23,12 @@ def phases_are_live(state: CacheState) -> bool:
 
 def readers_only_on_ready_blocks(state: CacheState) -> bool:
     """Only READY blocks have readers; a block being written is never read."""
-    return all(b.readers >= 0 and (b.phase is Phase.READY or not b.readers) for b in state.blocks)
+    return all(b.phase is Phase.READY or not b.loads for b in state.blocks)
+
+
+def stores_hold_their_ticket(state: CacheState) -> bool:
+    """A STORING block holds its store job's ticket; a READY block holds none (canonical)."""
+    return all((b.ticket is not None) == (b.phase is Phase.STORING) for b in state.blocks)
 
 
 def slots_in_range(state: CacheState) -> bool:
@@ -38,9 +43,52 @@ def no_shared_slots(state: CacheState) -> bool:
     return len(slots) == len(set(slots))
 
 
+def epoch_counts_resets(state: CacheState) -> bool:
+    """The epoch counts resets from 0, so it is never negative."""
+    return state.epoch >= 0
+
+
 def orphans_are_past_copies(state: CacheState) -> bool:
     """Copies a reset left running come from earlier epochs and still owe a completion."""
-    return all(0 <= o.epoch < state.epoch and o.count >= 1 for o in state.orphans)
+    return all(0 <= o.epoch < state.epoch and o.tickets for o in state.orphans)
+
+
+def store_orphans_owe_one_completion(state: CacheState) -> bool:
+    """A store a reset left running is one job: it holds exactly one ticket."""
+    return all(o.kind is not CopyKind.STORE or len(o.tickets) == 1 for o in state.orphans)
+
+
+def one_orphan_per_key_and_epoch(state: CacheState) -> bool:
+    """A reset leaves at most one running copy per key (a key had one block), so no two
+    orphans share a key and an epoch."""
+    copies = [(o.key, o.epoch) for o in state.orphans]
+    return len(copies) == len(set(copies))
+
+
+def tickets_were_issued(state: CacheState) -> bool:
+    """Every ticket in the state was issued: ``0 <= ticket < next_ticket``."""
+    return all(0 <= ticket < state.next_ticket for ticket, _ in _jobs(state))
+
+
+def tickets_name_one_job(state: CacheState) -> bool:
+    """A ticket names one job: never both a store and a load, never both running live and
+    left running by a reset (nor by two resets), never twice on one block or copy."""
+    owner: dict[Ticket, tuple[CopyKind, int | None]] = {}
+    for ticket, job in _jobs(state):
+        if owner.setdefault(ticket, job) != job:
+            return False
+    return all(len(set(b.loads)) == len(b.loads) for b in state.blocks) and all(
+        len(set(o.tickets)) == len(o.tickets) for o in state.orphans)
+
+
+def _jobs(state: CacheState) -> Iterator[tuple[Ticket, tuple[CopyKind, int | None]]]:
+    """Every ticket in the state with its job's kind and epoch (None: running live)."""
+    for b in state.blocks:
+        if b.ticket is not None:
+            yield b.ticket, (CopyKind.STORE, None)
+        yield from ((t, (CopyKind.LOAD, None)) for t in b.loads)
+    for o in state.orphans:
+        yield from ((t, (o.kind, o.epoch)) for t in o.tickets)
 
 
 def lru_queues_evictable_blocks(state: CacheState) -> bool:
@@ -83,25 +131,26 @@ def is_quiescent(state: CacheState) -> bool:
     return not state.in_flight()
 
 
-def quiescent_slots_reclaimable(state: CacheState) -> bool:
-    """At quiescence every slot is free or holds an evictable block: nothing leaks (D9)."""
-    if not is_quiescent(state):
-        return True
-    return len(state.free_slots()) + len(state.evictable()) == state.capacity
-
-
 INVARIANTS: tuple[Callable[[CacheState], bool], ...] = (
     phases_are_live,
     readers_only_on_ready_blocks,
+    stores_hold_their_ticket,
     slots_in_range,
     no_shared_slots,
+    epoch_counts_resets,
     orphans_are_past_copies,
+    store_orphans_owe_one_completion,
+    one_orphan_per_key_and_epoch,
+    tickets_were_issued,
+    tickets_name_one_job,
     policy_matches_state,
     lru_queues_evictable_blocks,
     arc_lists_hold_live_blocks,
     arc_sizes_bounded,
-    quiescent_slots_reclaimable,
 )
+"""Each fires on a state that breaks it alone (``tests/spec/test_invariants.py``). At
+quiescence every slot is free or evictable (D9) follows from ``phases_are_live``,
+``slots_in_range`` and ``no_shared_slots``, so it is not listed (``docs/spec.md``)."""
 
 
 def broken_invariants(state: CacheState) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""Exact eviction-order models: LRU (as vLLM 0.24 and 0.25) and ARC (classic, for blocks).
+"""Exact eviction-order models: LRU (as vLLM 0.24 and 0.25) and ARC (Megiddo and Modha's).
 
 A recency model only orders keys; the lifecycle (who may be evicted at all) is decided
 by the transitions, which hand the model the candidates. Every method is pure and
@@ -11,7 +11,7 @@ returns a new model. The transitions call, in this vocabulary:
 ``touched(keys, ready)``     the scheduler marked keys as used (``touch``)
 ``removed(key)``             a STORING key's store failed: forget it, no ghost
 ``evicted(key)``             the key was chosen as a victim
-``victim(candidates)``       the exact victim among the allowed candidates
+``victim(candidates, key)``  the exact victim among the allowed candidates, to make room for ``key``
 ``cleared()``                reset
 """
 
@@ -68,7 +68,7 @@ class LruOrder:
     def evicted(self, key: Key) -> LruOrder:
         return LruOrder(_without(self.order, key))
 
-    def victim(self, candidates: frozenset[Key]) -> Key:
+    def victim(self, candidates: frozenset[Key], key: Key) -> Key:
         found = _first_in(self.order, candidates)
         if found is None:
             raise InvariantViolation("lru_queues_evictable_blocks", "a candidate is not queued")
@@ -80,22 +80,42 @@ class LruOrder:
 
 @dataclass(frozen=True)
 class ArcLists:
-    """Megiddo and Modha's ARC, adapted to blocks that cannot always be evicted.
+    """Megiddo and Modha's ARC (FAST 2003), adapted to blocks that cannot always be
+    evicted.
 
     ``t1`` holds live keys used once, ``t2`` live keys used again (each least recent
     first); ``b1`` / ``b2`` are ghosts of keys evicted from them; ``p`` is the target
-    size of ``t1``. Adaptation is classic, and comes before the call's evictions: a new
-    key found in ``b1`` raises ``p`` by ``max(1, |b2| // |b1|)``, found in ``b2`` it lowers
-    ``p`` by ``max(1, |b1| // |b2|)``; after the evictions such a key enters ``t2``, any
-    other new key ``t1``. A ``touch`` of a
-    READY key moves it to the most-recent end of ``t2`` (a STORING key in ``t1`` stays in
-    ``t1``, moved to its most-recent end). As under LRU, a block that becomes evictable
-    (its store completes, its last reader leaves) moves to the most-recent end of the
-    list that holds it, in call order. The victim is the least recent evictable key
-    of ``t1`` when ``|t1| > p``, else of ``t2``; when the preferred list has no candidate
-    the other one gives it, so ARC rejects a store only when nothing at all is evictable.
-    After an insertion the ghosts are trimmed, oldest first, to ``|t1| + |b1| <= c`` and
-    ``|t1| + |t2| + |b1| + |b2| <= 2c``.
+    size of ``t1``. ``prepare_store`` treats each new key ``x`` of its call as one request
+    of the paper, in call order (the transitions do this):
+
+    1. *adapt* (``adapted``): ``x`` in ``b1`` raises ``p`` to
+       ``min(c, p + max(1, |b2| // |b1|))``; ``x`` in ``b2`` lowers it to
+       ``max(0, p - max(1, |b1| // |b2|))`` (the paper's deltas, rounded down);
+    2. *REPLACE(x, p)* (``victim``), only when no slot is free for ``x``: the preferred
+       list is ``t1`` when ``|t1| > p``, or when ``x`` is in ``b2`` and ``|t1| == p``;
+       else ``t2``. The victim is the least recent *evictable* key of the preferred list
+       (READY, no readers, not named in the call: the candidates the transition hands
+       in). **Adaptation to blocks:** if the preferred list holds no evictable key, the
+       victim is the least recent evictable key of the other list; so ARC rejects a store
+       only when nothing at all is evictable (D3). ``|t1|`` counts every key of ``t1``,
+       evictable or not. The victim's key moves to the most-recent end of ``b1`` (from
+       ``t1``) or ``b2`` (from ``t2``) (``evicted``);
+    3. *insert* (``inserted``): ``x`` found in ``b1`` or ``b2`` leaves the ghost and
+       enters the most-recent end of ``t2``; any other ``x`` enters ``t1``. Then the
+       ghosts are trimmed, oldest first: ``b1`` while ``|t1| + |b1| > c``, then ``b2``
+       (``b1`` once ``b2`` is empty) while ``|t1| + |t2| + |b1| + |b2| > 2c``. This is
+       the paper's case IV deletions, done after the insertion instead of before.
+
+    With no block pinned or STORING, and a hit of the paper being a ``touch``, this is
+    the paper's algorithm (which never has a free slot once warm; the spec's slots free
+    up on failed stores and resets, and then no eviction is needed). The adaptation acts
+    only when the preferred list's keys are all pinned, STORING or named in the call.
+    Uses:
+    ``touch`` of a READY key moves it to the most-recent end of ``t2``; a STORING key in
+    ``t1`` stays in ``t1``, moved to its most-recent end. As under LRU, a block that
+    becomes evictable (its store completes, its last reader leaves) moves to the
+    most-recent end of the list that holds it, in call order. A failed store forgets its
+    key (no ghost); a reset clears everything, ``p`` included.
     """
 
     capacity: int
@@ -161,9 +181,11 @@ class ArcLists:
             return replace(self, t1=_without(self.t1, key), b1=(*self.b1, key))
         return replace(self, t2=_without(self.t2, key), b2=(*self.b2, key))
 
-    def victim(self, candidates: frozenset[Key]) -> Key:
+    def victim(self, candidates: frozenset[Key], key: Key) -> Key:
+        """REPLACE(key, p): step 2 of the class docstring."""
         from_t1, from_t2 = _first_in(self.t1, candidates), _first_in(self.t2, candidates)
-        preferred, other = (from_t1, from_t2) if len(self.t1) > self.p else (from_t2, from_t1)
+        t1_first = len(self.t1) > self.p or (key in self.b2 and len(self.t1) == self.p)
+        preferred, other = (from_t1, from_t2) if t1_first else (from_t2, from_t1)
         found = preferred if preferred is not None else other
         if found is None:
             raise InvariantViolation("arc_lists_hold_live_blocks", "a candidate is in no list")

@@ -1,45 +1,65 @@
 """The state of an offloading tier: a frozen, hashable, canonical value.
 
 Everything an observer can learn through the API is a function of this value: which
-keys exist in which phase, their readers and slots, the eviction order, the reset
-epoch, the copies a reset left running, and what subscribers have been told. Sets are
-frozensets and sequences are tuples whose order means something (recency), so two
-states that no sequence of calls can tell apart compare equal.
+keys exist in which phase, the jobs (tickets) running on them and their slots, the
+eviction order, the reset epoch, the copies a reset left running, the next ticket, and
+what subscribers have been told. Sets are frozensets and sequences are tuples whose
+order means something (recency, oldest job first), so two states that no sequence of
+calls can tell apart compare equal. Derived views are read-only, so frozen means frozen:
+two equal states answer every question the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
+from types import MappingProxyType
+from typing import Any
 
 from .errors import BadCapacity
 from .recency import ArcLists, LruOrder
-from .vocabulary import CopyKind, Key, Phase, Policy
+from .vocabulary import CopyKind, Key, Phase, Policy, Ticket
 
 
 @dataclass(frozen=True)
 class Block:
-    """A live block: its key, phase (STORING or READY), slot and number of readers."""
+    """A live block: its key, phase (STORING or READY), slot and running jobs.
+
+    ``ticket`` names the running store while STORING and is None once READY; ``loads``
+    names the running loads (readers), oldest first.
+    """
 
     key: Key
     phase: Phase
     slot: int
-    readers: int = 0
+    ticket: Ticket | None = None
+    loads: tuple[Ticket, ...] = ()
+
+    @property
+    def readers(self) -> int:
+        """How many loads are reading the block."""
+        return len(self.loads)
 
 
 @dataclass(frozen=True)
 class Orphan:
     """A copy that ``reset_cache`` left running: its slot stays held until it completes.
 
-    ``count`` is the number of completions still due (a store: 1; a load: its readers).
+    ``tickets`` names the copy's jobs still due, oldest first (a store: exactly one; a
+    load: one per reader); ``epoch`` is the epoch the jobs started in.
     """
 
     key: Key
     kind: CopyKind
     epoch: int
     slot: int
-    count: int = 1
+    tickets: tuple[Ticket, ...]
+
+    @property
+    def count(self) -> int:
+        """How many completions are still due."""
+        return len(self.tickets)
 
 
 @dataclass(frozen=True)
@@ -54,11 +74,17 @@ class CacheState:
     epoch: int = 0
     announced: frozenset[Key] = frozenset()
     """The READY set a subscriber has rebuilt from the events taken so far."""
+    next_ticket: Ticket = 0
+    """The ticket the next accepted plan issues; every ticket in the state is below it."""
 
     @cached_property
     def table(self) -> Mapping[Key, Block]:
-        """The live blocks by key (derived; not part of equality)."""
-        return {block.key: block for block in self.blocks}
+        """The live blocks by key: derived from ``blocks``, read-only, not part of equality."""
+        return MappingProxyType({block.key: block for block in self.blocks})
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Copies and pickles carry the fields only; derived views are rebuilt on demand."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def phase(self, key: Key) -> Phase:
         block = self.table.get(key)
@@ -69,7 +95,7 @@ class CacheState:
 
     def evictable(self) -> frozenset[Key]:
         """READY blocks with no readers: the only ones eviction may take (decision D4)."""
-        return frozenset(b.key for b in self.blocks if b.phase is Phase.READY and not b.readers)
+        return frozenset(b.key for b in self.blocks if b.phase is Phase.READY and not b.loads)
 
     def used_slots(self) -> frozenset[int]:
         return frozenset(b.slot for b in self.blocks) | frozenset(o.slot for o in self.orphans)
@@ -82,16 +108,47 @@ class CacheState:
     def in_flight(self) -> bool:
         """Is any copy running: a store (STORING), a load (readers), or an orphan?"""
         return bool(self.orphans) or any(
-            b.phase is Phase.STORING or b.readers for b in self.blocks
+            b.phase is Phase.STORING or b.loads for b in self.blocks
         )
 
-    def orphan(self, key: Key, kind: CopyKind, epoch: int | None) -> Orphan | None:
-        """The running copy a stale completion refers to; the oldest when ``epoch`` is None."""
-        found = [
-            o for o in self.orphans
-            if o.key == key and o.kind is kind and epoch in (None, o.epoch)
-        ]
+    def oldest_orphan(self, key: Key, kind: CopyKind) -> Orphan | None:
+        """The copy of ``key`` and ``kind`` a reset left running first (lowest epoch):
+        the one vLLM's completion form, which names no job, releases."""
+        found = [o for o in self.orphans if o.key == key and o.kind is kind]
         return min(found, key=lambda o: o.epoch, default=None)
+
+    def orphan_of_job(self, key: Key, kind: CopyKind, ticket: Ticket) -> Orphan | None:
+        """The copy of ``key`` and ``kind`` a reset left running that job ``ticket`` owns."""
+        return next((o for o in self.orphans
+                     if o.key == key and o.kind is kind and ticket in o.tickets), None)
+
+
+def renumbered(
+    state: CacheState, held: tuple[Ticket, ...] = ()
+) -> tuple[CacheState, dict[Ticket, Ticket]]:
+    """``state`` with its tickets renumbered ``0, 1, ...`` in a canonical order, and the map.
+
+    Transitions compare tickets only for equality, so renaming them by a bijection changes
+    no answer (D7, D11): a bounded search keeps one state per renaming class. The order
+    is the holders' slots (unique by ``no_shared_slots``), each holder's tickets in its
+    own order; ``held`` names tickets the environment keeps besides (a finished job's,
+    to report late), numbered after the state's. ``next_ticket`` becomes the next unused
+    number. Two states that differ only in their tickets' numbers renumber equal.
+    """
+    holders: list[tuple[int, tuple[Ticket, ...]]] = [
+        (b.slot, (() if b.ticket is None else (b.ticket,)) + b.loads) for b in state.blocks]
+    holders += [(o.slot, o.tickets) for o in state.orphans]
+    names: dict[Ticket, Ticket] = {}
+    for _, tickets in sorted(holders, key=lambda holder: holder[0]):
+        for ticket in tickets:
+            names.setdefault(ticket, len(names))
+    for ticket in held:
+        names.setdefault(ticket, len(names))
+    blocks = frozenset(Block(b.key, b.phase, b.slot, None if b.ticket is None else names[b.ticket],
+                             tuple(names[t] for t in b.loads)) for b in state.blocks)
+    orphans = frozenset(Orphan(o.key, o.kind, o.epoch, o.slot, tuple(names[t] for t in o.tickets))
+                        for o in state.orphans)
+    return replace(state, blocks=blocks, orphans=orphans, next_ticket=len(names)), names
 
 
 def initial_state(capacity: int, policy: Policy = Policy.LRU) -> CacheState:

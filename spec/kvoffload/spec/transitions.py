@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from types import MappingProxyType
 
-from .errors import ChoiceNotAllowed, NotReadable, UnknownEpoch, UnmatchedCompleteLoad
-from .invariants import broken_invariants  # noqa: F401 - named by the contracts
+from .errors import ChoiceNotAllowed, NotReadable, UnmatchedCompleteLoad
+from .invariants import broken_invariants  # noqa: F401 - named by the contracts (pre:)
 from .outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
+from .recency import ArcLists, LruOrder
 from .state import Block, CacheState, Orphan
-from .vocabulary import CopyKind, Key, LookupResult, Phase, unique
+from .vocabulary import CopyKind, Key, LookupResult, Phase, Ticket, unique
 
-_LOOKUP = {Phase.ABSENT: LookupResult.MISS, Phase.STORING: LookupResult.PENDING,
-           Phase.READY: LookupResult.HIT}
+_LOOKUP = MappingProxyType({Phase.ABSENT: LookupResult.MISS, Phase.STORING: LookupResult.PENDING,
+                            Phase.READY: LookupResult.HIT})
 
 
 def lookup(state: CacheState, key: Key) -> tuple[CacheState, LookupResult]:
@@ -31,11 +33,13 @@ def lookup(state: CacheState, key: Key) -> tuple[CacheState, LookupResult]:
 
 
 def prepare_load(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, LoadPlan]:
-    """Pin READY blocks for reading: one more reader each; say where they are (D6).
+    """Pin READY blocks for reading under a fresh ticket: one more reader each; say
+    where they are (D6, D7).
 
     pre: not broken_invariants(state)
-    post: all(__return__[0].table[k].readers >= 1 for k in __return__[1].keys)
+    post: all(__return__[0].table[k].loads[-1] == __return__[1].ticket for k in __return__[1].keys)
     post: __return__[0].epoch == state.epoch
+    post: __return__[0].next_ticket == state.next_ticket + 1
     raises: NotReadable
     """
     keys = unique(keys)
@@ -43,42 +47,51 @@ def prepare_load(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, Lo
     if unreadable:
         raise NotReadable(f"only READY blocks can be loaded; not READY: {unreadable!r}",
                           keys=unreadable)
-    first_readers = tuple(k for k in keys if not state.table[k].readers)
+    ticket = state.next_ticket
     recency = state.recency
-    for key in first_readers:
-        recency = recency.pinned(key)
-    blocks = _with_readers(state, keys, +1)
+    for key in keys:
+        if not state.table[key].loads:
+            recency = recency.pinned(key)
+    old = frozenset(state.table[k] for k in keys)
+    pinned = frozenset(replace(b, loads=(*b.loads, ticket)) for b in old)
     slots = tuple(state.table[k].slot for k in keys)
-    return replace(state, blocks=blocks, recency=recency), LoadPlan(keys, slots, state.epoch)
+    new = replace(state, blocks=(state.blocks - old) | pinned, recency=recency,
+                  next_ticket=ticket + 1)
+    return new, LoadPlan(keys, slots, state.epoch, ticket)
 
 
 def complete_load(
-    state: CacheState, keys: Iterable[Key], epoch: int | None = None
+    state: CacheState, keys: Iterable[Key], ticket: Ticket | None = None
 ) -> tuple[CacheState, Completion]:
     """A load finished: one reader fewer; the last one leaving makes the block evictable.
 
-    ``epoch=None`` is vLLM's form (the current epoch, else the oldest load a reset left
-    running); the reset-safe form names the epoch of ``prepare_load`` (D7).
+    ``ticket=T`` (the ticket form) finishes job T wherever it runs: on a live block
+    (``applied``), on a copy a reset left running (``released``), else the key is
+    ``ignored``. ``ticket=None`` is vLLM's form: the oldest running load of the live
+    block, else of the oldest copy a reset left running; a key with neither is misuse
+    and changes nothing (D5, D7).
 
     pre: not broken_invariants(state)
     post: __return__[0].keys_in(Phase.READY) == state.keys_in(Phase.READY)
     post: len(__return__[0].orphans) <= len(state.orphans)
-    raises: UnknownEpoch, UnmatchedCompleteLoad
+    raises: UnmatchedCompleteLoad
     """
     keys = unique(keys)
-    _check_epoch(state, epoch)
-    current = tuple(k for k in keys if epoch in (None, state.epoch) and _is_read(state, k))
-    stale = tuple(k for k in keys if k not in current)
-    unmatched = tuple(k for k in stale if state.orphan(k, CopyKind.LOAD, epoch) is None)
-    if unmatched:
-        raise UnmatchedCompleteLoad(
-            f"complete_load needs a matching prepare_load; no load outstanding for "
-            f"{unmatched!r}", keys=unmatched)
-    blocks = _with_readers(state, current, -1)
-    freed = tuple(k for k in current if state.table[k].readers == 1)
-    orphans = _completing(state, stale, CopyKind.LOAD, epoch)
-    new = replace(state, blocks=blocks, orphans=orphans, recency=state.recency.evictable(freed))
-    return new, Completion(applied=current, released=stale)
+    jobs = {k: _match(state, k, CopyKind.LOAD, ticket) for k in keys}
+    if ticket is None:
+        unmatched = tuple(k for k, (outcome, _) in jobs.items() if outcome == IGNORED)
+        if unmatched:
+            raise UnmatchedCompleteLoad(
+                f"complete_load needs a matching prepare_load; no load outstanding for "
+                f"{unmatched!r}", keys=unmatched)
+    applied, released, ignored = _sorted_out(keys, jobs)
+    old = frozenset(state.table[k] for k in applied)
+    read = frozenset(replace(b, loads=_without(b.loads, jobs[b.key][1])) for b in old)
+    freed = tuple(k for k in applied if state.table[k].readers == 1)
+    orphans = _finishing(state, {k: jobs[k][1] for k in released}, CopyKind.LOAD)
+    new = replace(state, blocks=(state.blocks - old) | read, orphans=orphans,
+                  recency=state.recency.evictable(freed))
+    return new, Completion(applied=applied, released=released, ignored=ignored)
 
 
 def touch(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, None]:
@@ -97,88 +110,88 @@ def prepare_store(
     victims: Sequence[Key] | None = None,
     slots: Sequence[int] | None = None,
 ) -> tuple[CacheState, StorePlan | StoreRejected]:
-    """Allocate slots for the keys not yet present, evicting exactly as many blocks as
-    needed, or reject the whole call and change nothing (D3, D4).
+    """Allocate slots for the keys not yet present under a fresh ticket, evicting exactly
+    as many blocks as needed, or reject the whole call and change nothing (D3, D4, D7).
 
-    Keys already STORING or READY are skipped and protected from eviction. ``victims``
-    and ``slots`` are a caller's choices to check (any allowed victim, any free slot);
-    left out, the policy's exact victims and the lowest free slots are taken.
+    Keys already STORING or READY are skipped and protected from eviction. Each new key
+    is one request of the eviction policy, in call order: adapt, evict if no slot is
+    free for it, insert (D10). ``victims`` and ``slots`` are a caller's choices to check
+    (any allowed victims, any free slots); left out, the policy's exact victims and the
+    lowest free slots are taken.
 
     pre: not broken_invariants(state)
     post: __return__[0] == state or isinstance(__return__[1], StorePlan)
     post: not isinstance(__return__[1], StorePlan) or all(__return__[0].phase(k) is Phase.STORING for k in __return__[1].keys)
     post: not isinstance(__return__[1], StorePlan) or all(state.phase(k) is Phase.READY for k in __return__[1].evicted)
+    post: not isinstance(__return__[1], StorePlan) or __return__[1].ticket == state.next_ticket
     raises: ChoiceNotAllowed
     """
     keys = unique(keys)
     new_keys = tuple(k for k in keys if state.phase(k) is Phase.ABSENT)
     candidates = state.evictable() - frozenset(keys)
-    needed = len(new_keys) - len(state.free_slots())
+    free = len(state.free_slots())
+    needed = max(0, len(new_keys) - free)
     if needed > len(candidates):
-        return state, StoreRejected(needed=len(new_keys),
-                                    available=len(state.free_slots()) + len(candidates))
-    recency = state.recency
-    for key in new_keys:
-        recency = recency.adapted(key)
-    state, evicted = _evict(replace(state, recency=recency), candidates, max(0, needed), victims)
-    chosen = _choose_slots(state, len(new_keys), slots)
-    recency = state.recency
-    for key in new_keys:
-        recency = recency.inserted(key)
-    stored = frozenset(Block(k, Phase.STORING, s) for k, s in zip(new_keys, chosen, strict=True))
-    state = replace(state, blocks=state.blocks | stored, recency=recency)
-    return state, StorePlan(new_keys, chosen, evicted, state.epoch)
+        return state, StoreRejected(needed=len(new_keys), available=free + len(candidates))
+    _check_victims(candidates, needed, victims)
+    recency, evicted = _requests(state.recency, new_keys, free, candidates, victims)
+    blocks = state.blocks - frozenset(state.table[k] for k in evicted)
+    chosen = _choose_slots(replace(state, blocks=blocks), len(new_keys), slots)
+    ticket = state.next_ticket
+    stored = frozenset(Block(k, Phase.STORING, s, ticket)
+                       for k, s in zip(new_keys, chosen, strict=True))
+    new = replace(state, blocks=blocks | stored, recency=recency, next_ticket=ticket + 1)
+    return new, StorePlan(new_keys, chosen, evicted, state.epoch, ticket)
 
 
 def complete_store(
-    state: CacheState, keys: Iterable[Key], success: bool = True, epoch: int | None = None
+    state: CacheState, keys: Iterable[Key], success: bool = True, ticket: Ticket | None = None
 ) -> tuple[CacheState, Completion]:
     """A store finished: its blocks become READY (success) or ABSENT, slot freed (D5).
 
-    A key that is not STORING is ignored. ``epoch=None`` is vLLM's form: it completes the
-    current STORING block if there is one, else the oldest store a reset left running.
-    The reset-safe form names the epoch of ``prepare_store``, so a stale completion only
-    releases its old slot (D7).
+    ``ticket=T`` (the ticket form) finishes job T wherever it runs: a STORING block of
+    that job (``applied``), a store a reset left running (``released``: its slot is
+    freed), else the key is ``ignored``. ``ticket=None`` is vLLM's form: the STORING
+    block of the key whatever its job, else the oldest store a reset left running, else
+    ignored (D7).
 
     pre: not broken_invariants(state)
     post: not any(__return__[0].phase(k) is Phase.STORING for k in __return__[1].applied)
     post: __return__[0].used_slots() <= state.used_slots()
-    raises: UnknownEpoch
+    post: __return__[0].next_ticket == state.next_ticket
     """
     keys = unique(keys)
-    _check_epoch(state, epoch)
-    current = tuple(k for k in keys
-                    if epoch in (None, state.epoch) and state.phase(k) is Phase.STORING)
-    stale = tuple(k for k in keys if k not in current
-                  and state.orphan(k, CopyKind.STORE, epoch) is not None)
-    ignored = tuple(k for k in keys if k not in current and k not in stale)
-    finished = frozenset(state.table[k] for k in current)
-    orphans = _completing(state, stale, CopyKind.STORE, epoch)
+    jobs = {k: _match(state, k, CopyKind.STORE, ticket) for k in keys}
+    applied, released, ignored = _sorted_out(keys, jobs)
+    finished = frozenset(state.table[k] for k in applied)
+    orphans = _finishing(state, {k: jobs[k][1] for k in released}, CopyKind.STORE)
     recency = state.recency
     if success:
-        ready = frozenset(replace(b, phase=Phase.READY) for b in finished)
-        recency = recency.evictable(current)
+        ready = frozenset(replace(b, phase=Phase.READY, ticket=None) for b in finished)
+        recency = recency.evictable(applied)
     else:
         ready = frozenset()
-        for key in current:
+        for key in applied:
             recency = recency.removed(key)
     blocks = (state.blocks - finished) | ready
     new = replace(state, blocks=blocks, orphans=orphans, recency=recency)
-    return new, Completion(applied=current, released=stale, ignored=ignored)
+    return new, Completion(applied=applied, released=released, ignored=ignored)
 
 
 def reset_cache(state: CacheState) -> tuple[CacheState, int]:
     """Drop every block and start a new epoch; returns the new epoch (D7).
 
-    Copies still running keep their slots as orphans until their completions arrive,
-    so no new store is given a slot that a running copy still reads or writes.
+    Copies still running keep their slots as orphans, with their tickets, until their
+    completions arrive, so no new store is given a slot that a running copy still reads
+    or writes. Tickets are not reused: ``next_ticket`` carries on.
 
     pre: not broken_invariants(state)
     post: not __return__[0].blocks and __return__[1] == state.epoch + 1
     post: __return__[0].used_slots() <= state.used_slots()
+    post: __return__[0].next_ticket == state.next_ticket
     """
     running = frozenset(_orphan_of(b, state.epoch) for b in state.blocks
-                        if b.phase is Phase.STORING or b.readers)
+                        if b.phase is Phase.STORING or b.loads)
     new = replace(state, blocks=frozenset(), orphans=state.orphans | running,
                   recency=state.recency.cleared(), epoch=state.epoch + 1)
     return new, new.epoch
@@ -198,59 +211,101 @@ def take_events(state: CacheState) -> tuple[CacheState, Events]:
 
 # --- helpers ---------------------------------------------------------------------
 
+APPLIED, RELEASED, IGNORED = "applied", "released", "ignored"
+"""Where a completion lands for one key: the :class:`Completion` field that lists it."""
 
-def _check_epoch(state: CacheState, epoch: int | None) -> None:
-    if epoch is not None and not 0 <= epoch <= state.epoch:
-        raise UnknownEpoch(f"epoch {epoch} has not begun; the current epoch is {state.epoch}")
-
-
-def _is_read(state: CacheState, key: Key) -> bool:
-    block = state.table.get(key)
-    return block is not None and block.readers > 0
+Match = tuple[str, Ticket | None]
+"""Where a completion lands for one key, and the ticket of the job it finishes there."""
 
 
-def _with_readers(state: CacheState, keys: tuple[Key, ...], delta: int) -> frozenset[Block]:
-    old = frozenset(state.table[k] for k in keys)
-    return (state.blocks - old) | frozenset(replace(b, readers=b.readers + delta) for b in old)
+def _running(block: Block | None, kind: CopyKind) -> tuple[Ticket, ...]:
+    """The tickets of the live block's running jobs of ``kind``, oldest first."""
+    if block is None:
+        return ()
+    if kind is CopyKind.LOAD:
+        return block.loads
+    return (block.ticket,) if block.phase is Phase.STORING and block.ticket is not None else ()
+
+
+def _match(state: CacheState, key: Key, kind: CopyKind, ticket: Ticket | None) -> Match:
+    """The job a completion of ``kind`` for ``key`` finishes, first match wins (D7).
+
+    Ticket form: job ``ticket`` on the live block, else on a copy a reset left running,
+    else nothing. vLLM's form (``ticket=None``): the live block's oldest running job,
+    else the oldest job of the oldest copy a reset left running, else nothing.
+    """
+    live = _running(state.table.get(key), kind)
+    if live and (ticket is None or ticket in live):
+        return APPLIED, live[0] if ticket is None else ticket
+    orphan = (state.oldest_orphan(key, kind) if ticket is None
+              else state.orphan_of_job(key, kind, ticket))
+    if orphan is not None:
+        return RELEASED, orphan.tickets[0] if ticket is None else ticket
+    return IGNORED, None
+
+
+def _sorted_out(
+    keys: tuple[Key, ...], jobs: dict[Key, Match]
+) -> tuple[tuple[Key, ...], tuple[Key, ...], tuple[Key, ...]]:
+    """The keys by where their completion landed: (applied, released, ignored)."""
+    def landed(where: str) -> tuple[Key, ...]:
+        return tuple(k for k in keys if jobs[k][0] == where)
+    return landed(APPLIED), landed(RELEASED), landed(IGNORED)
+
+
+def _without(tickets: tuple[Ticket, ...], ticket: Ticket | None) -> tuple[Ticket, ...]:
+    """``tickets`` less the first occurrence of ``ticket`` (a job finishes once)."""
+    at = tickets.index(ticket) if ticket in tickets else len(tickets)
+    return tickets[:at] + tickets[at + 1:]
 
 
 def _orphan_of(block: Block, epoch: int) -> Orphan:
     if block.phase is Phase.STORING:
-        return Orphan(block.key, CopyKind.STORE, epoch, block.slot)
-    return Orphan(block.key, CopyKind.LOAD, epoch, block.slot, block.readers)
+        return Orphan(block.key, CopyKind.STORE, epoch, block.slot, _running(block, CopyKind.STORE))
+    return Orphan(block.key, CopyKind.LOAD, epoch, block.slot, block.loads)
 
 
-def _completing(
-    state: CacheState, keys: tuple[Key, ...], kind: CopyKind, epoch: int | None
+def _finishing(
+    state: CacheState, jobs: dict[Key, Ticket | None], kind: CopyKind
 ) -> frozenset[Orphan]:
-    """The orphans after one completion arrived for each key; the last one frees the slot."""
+    """The orphans after job ``jobs[key]`` finished on each key's copy; a copy whose last
+    job finished is gone, and its slot with it."""
     orphans = state.orphans
-    for key in keys:
-        found = state.orphan(key, kind, epoch)
+    for key, ticket in jobs.items():
+        found = None if ticket is None else state.orphan_of_job(key, kind, ticket)
         if found is not None:
             orphans = orphans - {found}
             if found.count > 1:
-                orphans = orphans | {replace(found, count=found.count - 1)}
+                orphans = orphans | {replace(found, tickets=_without(found.tickets, ticket))}
     return orphans
 
 
-def _evict(
-    state: CacheState, candidates: frozenset[Key], count: int, chosen: Sequence[Key] | None
-) -> tuple[CacheState, tuple[Key, ...]]:
-    """Evict ``count`` candidates: the caller's ``chosen`` ones if given, else the policy's."""
+def _requests(
+    recency: LruOrder | ArcLists, new_keys: tuple[Key, ...], free: int,
+    candidates: frozenset[Key], chosen: Sequence[Key] | None,
+) -> tuple[LruOrder | ArcLists, tuple[Key, ...]]:
+    """Each new key as one request of the policy, in call order: adapt, evict if none of
+    the ``free`` slots is left for it (the caller's ``chosen`` victims in order, else the
+    policy's), insert (D10). Returns the recency model and the victims."""
+    victims: list[Key] = []
+    for number, key in enumerate(new_keys):
+        recency = recency.adapted(key)
+        if number >= free:
+            victim = chosen[len(victims)] if chosen is not None else recency.victim(
+                candidates - frozenset(victims), key)
+            recency = recency.evicted(victim)
+            victims.append(victim)
+        recency = recency.inserted(key)
+    return recency, tuple(victims)
+
+
+def _check_victims(candidates: frozenset[Key], count: int, chosen: Sequence[Key] | None) -> None:
+    """A caller's victims must be ``count`` distinct candidates."""
     if chosen is not None and (len(chosen) != count or len(set(chosen)) != count
                                or not set(chosen) <= candidates):
         raise ChoiceNotAllowed(
             f"{count} distinct victims must be chosen among the evictable blocks not named "
             f"in the call {sorted(map(repr, candidates))}; got {list(chosen)!r}")
-    recency, victims = state.recency, list[Key]()
-    for _ in range(count):
-        victim = chosen[len(victims)] if chosen is not None else recency.victim(
-            candidates - frozenset(victims))
-        recency = recency.evicted(victim)
-        victims.append(victim)
-    gone = frozenset(state.table[k] for k in victims)
-    return replace(state, blocks=state.blocks - gone, recency=recency), tuple(victims)
 
 
 def _choose_slots(state: CacheState, count: int, chosen: Sequence[int] | None) -> tuple[int, ...]:

@@ -1,4 +1,4 @@
-"""The words of the spec: block keys, lifecycle phases, lookup results, policies.
+"""The words of the spec: block keys, job tickets, lifecycle phases, lookup results, policies.
 
 These are the only names an implementation may share with the spec (together with
 the error classes in :mod:`kvoffload.spec.errors`): sharing vocabulary keeps reports
@@ -13,6 +13,11 @@ from typing import TypeAlias
 
 Key: TypeAlias = Hashable
 """An opaque block key: the spec only hashes keys and compares them for equality."""
+
+Ticket: TypeAlias = int
+"""An opaque job name: every accepted plan issues a fresh one, never issued before by that
+manager (not even before a reset), naming the whole plan's job (D7). Transitions compare
+tickets only for equality, never order them, so a model checker may renumber them."""
 
 
 class Phase(enum.Enum):
