@@ -16,9 +16,15 @@ What it does, in one run:
    on a smaller trace (0.34.0's victims are allowed to differ: it ranks by request);
 3. times the trace on ``OffloadManager`` (LRU), a bare dict-and-OrderedDict LRU, the
    vLLM facade over ``OffloadManager``, and vLLM 0.24.0's and 0.34.0's
-   ``CPUOffloadingManager`` loaded from their PyPI wheels (:mod:`vllm_wheels`),
-   interleaved, ``--repeats`` times, keeping each one's fastest run;
-4. times eviction with 60,000 pinned (or in-flight) blocks against none
+   ``CPUOffloadingManager`` loaded from their PyPI wheels (:mod:`vllm_wheels`) in
+   ``--repeats`` interleaved rounds (each round runs every contender once), and
+   reports for each ratio the median of the per-round ratios with their spread,
+   never a contender's fastest run;
+4. times decode rounds with 1, 16 and 256 keys per call on a full tier of 16,384
+   slots (store the keys, complete, look each up, load them, complete, drain the
+   events; every store evicts) on ``OffloadManager``, the bare LRU and vLLM 0.24.0,
+   reported the same way;
+5. times eviction with 60,000 pinned (or in-flight) blocks against none
    (:mod:`manager_pinned`).
 
 Times are CPU time of this process (``time.process_time_ns``), so that other
@@ -33,6 +39,7 @@ import argparse
 import gc
 import os
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -58,7 +65,7 @@ from manager_agreement import (
     check_against_spec,
     lockstep_with_vllm,
 )
-from manager_drivers import drive_native, drive_vllm
+from manager_drivers import decode_native, decode_vllm, drive_native, drive_vllm
 from manager_pinned import MODES, fill, native_round_cost, vllm_round_cost
 from manager_trace import Request, TraceShape, block_key, make_requests
 
@@ -85,9 +92,10 @@ def hit_answer(release: VllmRelease) -> object:
     return True if lookup_result is None else lookup_result.HIT
 
 
-def load_vllm() -> tuple[dict[str, VllmRelease], list[str]]:
+def load_vllm(versions: Sequence[str] = VLLM_RELEASES
+              ) -> tuple[dict[str, VllmRelease], list[str]]:
     releases, problems = {}, []
-    for version in VLLM_RELEASES:
+    for version in versions:
         try:
             release = load_release(version)
             release.manager_class()
@@ -139,10 +147,33 @@ def agreement(releases: dict[str, VllmRelease], requests: Sequence[Request],
     return total
 
 
+def interleaved(contenders: dict[str, Callable[[], tuple[int, tuple[int, int]]]],
+                rounds: int, label: str) -> dict[str, list[float]]:
+    """CPU ns per block operation of each contender in each round. Every round runs
+    every contender once, in an order rotated by one each round (so no contender always
+    follows the same one)."""
+    names = list(contenders)
+    per_round: dict[str, list[float]] = {name: [] for name in names}
+    for number in range(rounds):
+        shift = number % len(names)
+        for name in names[shift:] + names[:shift]:
+            elapsed, (ops, _) = contenders[name]()
+            per_round[name].append(elapsed / ops)
+        print(f"  {label}: round {number + 1}/{rounds} done", file=sys.stderr)
+    return per_round
+
+
+def ratio_line(name: str, ours: Sequence[float], theirs: Sequence[float]) -> str:
+    """The median of per-round ratios, with their spread (lowest .. highest)."""
+    ratios = sorted(a / b for a, b in zip(ours, theirs, strict=True))
+    return (f"  {name:52s} {statistics.median(ratios):5.2f}  "
+            f"(spread {ratios[0]:.2f} .. {ratios[-1]:.2f}, {len(ratios)} rounds)")
+
+
 def timed_runs(releases: dict[str, VllmRelease], requests: Sequence[Request],
-               shape: TraceShape, repeats: int) -> dict[str, tuple[float, int]]:
-    """Each contender's fastest CPU ns per block operation, and its operation count."""
-    contenders: dict[str, Callable[[], tuple[int, int]]] = {}
+               shape: TraceShape, rounds: int) -> dict[str, list[float]]:
+    """Each contender's CPU ns per block operation on the trace, per round."""
+    contenders: dict[str, Callable[[], tuple[int, tuple[int, int]]]] = {}
     contenders["OffloadManager (lru)"] = lambda: _run(
         lambda: OffloadManager(shape.capacity), lambda m: drive_native(m, requests, shape))
     contenders["bare dict+OrderedDict LRU"] = lambda: _run(
@@ -154,15 +185,7 @@ def timed_runs(releases: dict[str, VllmRelease], requests: Sequence[Request],
     for version, release in releases.items():
         contenders[f"vLLM {version} CPUOffloadingManager"] = (
             lambda r=release: _run_vllm(r, requests, shape))
-    best: dict[str, tuple[float, int]] = {}
-    for round_number in range(repeats):
-        for name, run in contenders.items():
-            elapsed, (ops, _) = run()
-            per_op = elapsed / ops
-            if name not in best or per_op < best[name][0]:
-                best[name] = (per_op, ops)
-        print(f"  round {round_number + 1}/{repeats} done", file=sys.stderr)
-    return best
+    return interleaved(contenders, rounds, "trace")
 
 
 def _run(make: Callable[[], Any], drive: Callable[[Any], tuple[int, int]]
@@ -185,7 +208,7 @@ def pinned_runs(releases: dict[str, VllmRelease], pinned: int, evictable: int,
                 rounds: int) -> None:
     print(f"\nEviction with {pinned:,} unevictable blocks against none "
           f"({evictable:,} evictable; one store evicting one block, then its completion; "
-          f"CPU ns per round, cheapest 100-round batch, garbage collector paused)")
+          f"CPU ns per round, median 100-round batch, garbage collector paused)")
     print(f"  {'manager':34s}" + "".join(f"{mode:>12s}" for mode in MODES)
           + "  pinned/none  in flight/none")
     rows: list[tuple[str, Callable[[str], float]]] = []
@@ -254,13 +277,19 @@ def drive_pinned_once(policy: str, mode: str, pinned: int, rounds: int) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=TraceShape.requests)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=7,
+                        help="interleaved rounds of the timed parts (at least 7 for "
+                             "published figures)")
+    parser.add_argument("--releases", default=",".join(VLLM_RELEASES),
+                        help="comma-separated vLLM releases to time and check")
+    parser.add_argument("--decode-keys", type=int, default=32_768,
+                        help="keys per decode run (after filling the tier)")
     parser.add_argument("--pinned", type=int, default=60_000)
     parser.add_argument("--rounds", type=int, default=1_000)
     parser.add_argument("--quick", action="store_true",
-                        help="3,000 requests, 2 repeats, 300 rounds")
-    parser.add_argument("--parts", default="agreement,trace,pinned",
-                        help="comma-separated: agreement, trace, pinned (default: all)")
+                        help="3,000 requests, 3 repeats, 300 pinned rounds, 8,192 decode keys")
+    parser.add_argument("--parts", default="agreement,trace,decode,pinned",
+                        help="comma-separated: agreement, trace, decode, pinned (default: all)")
     parser.add_argument("--drive", choices=["ours", "bare", "facade", *(
         f"vllm-{v}" for v in VLLM_RELEASES)],
                         help="only drive the trace once on this manager (for instruction "
@@ -278,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         policy, _, mode = args.drive_pinned.partition(":")
         return drive_pinned_once(policy, mode.replace("-", " "), args.pinned, args.rounds)
     if args.quick:
-        args.requests, args.repeats, args.rounds = 3_000, 2, 300
+        args.requests, args.repeats, args.rounds, args.decode_keys = 3_000, 3, 300, 8_192
     parts = set(args.parts.split(","))
     shape = replace(TraceShape(), requests=args.requests)
     print(f"python {platform.python_version()} on {platform.machine()}, "
@@ -286,30 +315,93 @@ def main(argv: Sequence[str] | None = None) -> int:
     requests = make_requests(shape)
     print(f"trace: {shape}")
     print(f"       {len(requests):,} requests, {sum(len(r.keys) for r in requests):,} keys")
-    releases, problems = load_vllm()
+    releases, problems = load_vllm(args.releases.split(","))
     for problem in problems:
         print(problem)
     mismatches = agreement(releases, requests, shape) if "agreement" in parts else 0
     if "trace" in parts:
         trace_runs(releases, requests, shape, args.repeats)
+    if "decode" in parts:
+        decode_runs(releases, (1, 16, 256), shape.capacity, args.decode_keys, args.repeats)
     if "pinned" in parts:
         pinned_runs(releases, args.pinned, 4_096, args.rounds)
     return 1 if mismatches else 0
 
 
 def trace_runs(releases: dict[str, VllmRelease], requests: Sequence[Request],
-               shape: TraceShape, repeats: int) -> None:
-    print(f"\nCost per block operation (fastest of {repeats} interleaved runs)")
-    best = timed_runs(releases, requests, shape, repeats)
-    ours = best["OffloadManager (lru)"][0]
-    vllm = {name: per_op for name, (per_op, _) in best.items() if name.startswith("vLLM")}
-    fastest_vllm = min(vllm.values()) if vllm else None
-    for name, (per_op, ops) in best.items():
-        ratio = f"  {per_op / fastest_vllm:5.2f} x the faster vLLM" if fastest_vllm else ""
-        print(f"  {name:36s} {per_op:8.0f} ns/op  ({ops:,} block ops){ratio}")
-    for name, per_op in vllm.items():
-        print(f"  OffloadManager / {name:30s} {ours / per_op:5.2f}")
-    print(f"  OffloadManager / bare LRU {ours / best['bare dict+OrderedDict LRU'][0]:27.2f}")
+               shape: TraceShape, rounds: int) -> None:
+    print(f"\nTrace: CPU ns per block operation (median of {rounds} interleaved rounds), "
+          f"and ratios (median of per-round ratios)")
+    per_round = timed_runs(releases, requests, shape, rounds)
+    for name, costs in per_round.items():
+        print(f"  {name:36s} {statistics.median(costs):8.0f} ns/op  "
+              f"(spread {min(costs):.0f} .. {max(costs):.0f})")
+    ours, bare = per_round["OffloadManager (lru)"], per_round["bare dict+OrderedDict LRU"]
+    facade = per_round["VllmFacade over OffloadManager"]
+    for version in releases:
+        theirs = per_round[f"vLLM {version} CPUOffloadingManager"]
+        print(ratio_line(f"OffloadManager / vLLM {version}", ours, theirs))
+        print(ratio_line(f"VllmFacade over OffloadManager / vLLM {version}", facade, theirs))
+        print(ratio_line(f"bare LRU / vLLM {version}", bare, theirs))
+    print(ratio_line("OffloadManager / bare LRU", ours, bare))
+
+
+def decode_batches(keys_per_call: int, total: int, tag: str) -> list[list[bytes]]:
+    """Fresh keys for the decode rounds, ``keys_per_call`` per round, ``total`` in all."""
+    return [[block_key(tag, start + i) for i in range(keys_per_call)]
+            for start in range(0, total, keys_per_call)]
+
+
+def decode_runs(releases: dict[str, VllmRelease], sizes: Sequence[int], capacity: int,
+                total: int, rounds: int) -> None:
+    """Decode rounds with ``size`` keys per call on a full tier (every store evicts)."""
+    print(f"\nDecode rounds (store k keys, complete, look each up, load them, complete, "
+          f"drain events) on a full tier of {capacity:,} slots, {total:,} keys per run: "
+          f"CPU ns per block operation (median of {rounds} interleaved rounds) and "
+          f"ratios (median of per-round ratios)")
+    filler = decode_batches(1_000, capacity, "decode fill")
+    release = releases.get("0.24.0")
+    for size in sizes:
+        batches = decode_batches(size, total, f"decode {size}")
+
+        def native(make: Callable[[], Any], bare: bool = False, batches: list[list[bytes]] = batches
+                   ) -> Callable[[], tuple[int, tuple[int, int]]]:
+            def run() -> tuple[int, tuple[int, int]]:
+                manager = make()
+                for keys in filler:
+                    manager.prepare_store(keys)
+                    manager.complete_store(keys)
+                return _run(lambda: manager, lambda m: decode_native(m, batches, bare))
+            return run
+
+        contenders: dict[str, Callable[[], tuple[int, tuple[int, int]]]] = {
+            "OffloadManager (lru)": native(lambda: OffloadManager(capacity)),
+            "bare dict+OrderedDict LRU": native(lambda: BareLru(capacity), bare=True),
+        }
+        if release is not None:
+            context = contexts_for(release, [Request("decode", (), (), False)])[0]
+
+            def vllm_run(r: VllmRelease = release, c: Any = context,
+                         batches: list[list[bytes]] = batches) -> tuple[int, tuple[int, int]]:
+                manager = r.manager_class()(capacity, "lru", enable_events=True)
+                for keys in filler:
+                    manager.prepare_store(keys, c)
+                    manager.complete_store(keys, c)
+                list(manager.take_events())
+                return _run(lambda: manager, lambda m: decode_vllm(m, batches, c))
+            contenders["vLLM 0.24.0 CPUOffloadingManager"] = vllm_run
+        per_round = interleaved(contenders, rounds, f"{size} keys per call")
+        print(f"  {size} key(s) per call:")
+        for name, costs in per_round.items():
+            print(f"    {name:34s} {statistics.median(costs):8.0f} ns/op  "
+                  f"(spread {min(costs):.0f} .. {max(costs):.0f})")
+        ours, bare = per_round["OffloadManager (lru)"], per_round["bare dict+OrderedDict LRU"]
+        if release is not None:
+            theirs = per_round["vLLM 0.24.0 CPUOffloadingManager"]
+            print("  " + ratio_line(f"OffloadManager / vLLM 0.24.0, {size} per call",
+                                    ours, theirs).strip())
+            print("  " + ratio_line(f"bare LRU / vLLM 0.24.0, {size} per call",
+                                    bare, theirs).strip())
 
 
 if __name__ == "__main__":

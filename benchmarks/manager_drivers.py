@@ -143,3 +143,51 @@ def _complete(job: tuple[int, bool, Sequence[bytes], bool, Any, bool],
     if last:
         on_request_finished(context)
     return len(keys)
+
+
+def decode_native(manager: Any, batches: Sequence[Sequence[bytes]],
+                  bare: bool = False) -> tuple[int, int]:
+    """Decode rounds on a native-API manager: per batch, store its keys, complete the
+    store, look each key up, load them, complete the load, drain the events. Returns
+    the block operations (five per key) and the event keys drained."""
+    lookup, prepare_load, complete_load = (manager.lookup, manager.prepare_load,
+                                           manager.complete_load)
+    prepare_store, complete_store, take_events = (manager.prepare_store,
+                                                  manager.complete_store, manager.take_events)
+    ops = seen = 0
+    for keys in batches:
+        prepare_store(keys)
+        complete_store(keys)
+        for key in keys:
+            lookup(key)
+        prepare_load(keys)
+        complete_load(keys)
+        events = take_events()
+        if bare:
+            for _, event_keys in events:
+                seen += len(event_keys)
+        else:
+            seen += len(events.stored) + len(events.removed)
+        ops += 5 * len(keys)
+    return ops, seen
+
+
+def decode_vllm(manager: Any, batches: Sequence[Sequence[bytes]],
+                context: Any) -> tuple[int, int]:
+    """The same decode rounds through vLLM's manager API (``context`` on every call)."""
+    lookup, prepare_load, complete_load = (manager.lookup, manager.prepare_load,
+                                           manager.complete_load)
+    prepare_store, complete_store, take_events = (manager.prepare_store,
+                                                  manager.complete_store, manager.take_events)
+    ops = seen = 0
+    for keys in batches:
+        prepare_store(keys, context)
+        complete_store(keys, context)
+        for key in keys:
+            lookup(key, context)
+        prepare_load(keys, context)
+        complete_load(keys, context)
+        for event in take_events():
+            seen += len(event.keys)
+        ops += 5 * len(keys)
+    return ops, seen

@@ -7,8 +7,8 @@ each, so the least recent blocks are exactly the ones eviction must skip), and
 stores one new block, which evicts exactly one, and completes it. A manager whose
 eviction walks past unevictable blocks pays for all of them on every round.
 
-Rounds are timed in batches of 100 and the cheapest batch counts, so that a burst
-of interference from other processes does not decide a cell; the garbage collector is
+Rounds are timed in batches of 100 and a cell is the median batch (not the cheapest:
+a lucky batch is no more the manager's cost than an unlucky one); the garbage collector is
 paused while rounds are timed (a full collection over the fill's objects would cost
 more than hundreds of rounds); a manager stops after ``budget_ns`` of CPU time if it
 has not finished its rounds by then.
@@ -17,6 +17,7 @@ has not finished its rounds by then.
 from __future__ import annotations
 
 import gc
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -72,13 +73,13 @@ def vllm_round_cost(make: Callable[[int], Any], context: Any, mode: str, pinned:
 
 def _timed(one_round: Callable[[list[bytes]], None], rounds: int,
            budget_ns: int = 3_000_000_000, batch: int = 100) -> float:
-    """CPU ns per round of the cheapest batch, over ``rounds`` rounds or as many as
+    """CPU ns per round of the median batch, over ``rounds`` rounds or as many as
     ``budget_ns`` allows."""
     fresh = [[block_key("round", i)] for i in range(rounds)]
     gc.collect()
     gc.disable()
     try:
-        done, elapsed, best = 0, 0, float("inf")
+        done, elapsed, costs = 0, 0, []
         while done < rounds and elapsed < budget_ns:
             keys_of_batch = fresh[done:done + batch]
             start = time.process_time_ns()
@@ -87,7 +88,7 @@ def _timed(one_round: Callable[[list[bytes]], None], rounds: int,
             spent = time.process_time_ns() - start
             elapsed += spent
             done += len(keys_of_batch)
-            best = min(best, spent / len(keys_of_batch))
+            costs.append(spent / len(keys_of_batch))
     finally:
         gc.enable()
-    return best
+    return statistics.median(costs)

@@ -67,7 +67,7 @@ def kinds(calls: list[tuple[CacheState, Call]]) -> set[str]:
 def test_without_assumptions_every_kind_of_call_is_generated(
     seen: list[tuple[CacheState, Call]],
 ) -> None:
-    result = run_check("kvoffload.impl:OffloadManager", CheckConfig(**BUDGET))  # type: ignore[arg-type]
+    result = run_check("kvoffload.impl:OffloadManager", CheckConfig(**BUDGET))  # type: ignore[arg-type]  # BUDGET: int fields only
     assert result.verdict == "conforms"
     assert kinds(seen) >= {op.value for op in Op} | {
         "duplicate keys", "misuse", "stale completion with epoch",
@@ -79,7 +79,7 @@ def test_an_assumption_stops_the_calls_it_excludes(
     name: str, seen: list[tuple[CacheState, Call]]
 ) -> None:
     result = run_check("kvoffload.impl:OffloadManager",
-                       CheckConfig(assume=(name,), **BUDGET))  # type: ignore[arg-type]
+                       CheckConfig(assume=(name,), **BUDGET))  # type: ignore[arg-type]  # BUDGET: int fields only
     assert result.verdict == "conforms"
     assert seen
     assumption = ASSUMPTIONS[name]
@@ -87,7 +87,7 @@ def test_an_assumption_stops_the_calls_it_excludes(
 
 
 def test_all_four_assumptions_together(seen: list[tuple[CacheState, Call]]) -> None:
-    config = CheckConfig(assume=tuple(ASSUMPTIONS), **BUDGET)  # type: ignore[arg-type]
+    config = CheckConfig(assume=tuple(ASSUMPTIONS), **BUDGET)  # type: ignore[arg-type]  # BUDGET: int fields only
     assert run_check("kvoffload.impl:OffloadManager", config).verdict == "conforms"
     assert not kinds(seen) & {"duplicate keys", "misuse", "stale completion",
                               "reset in flight"}
@@ -123,7 +123,7 @@ class NoTouchNoReset:
 def test_calls_the_target_lacks_are_never_generated(
     seen: list[tuple[CacheState, Call]],
 ) -> None:
-    result = run_check("test:NoTouchNoReset", CheckConfig(**BUDGET), obj=NoTouchNoReset)  # type: ignore[arg-type]
+    result = run_check("test:NoTouchNoReset", CheckConfig(**BUDGET), obj=NoTouchNoReset)  # type: ignore[arg-type]  # BUDGET: int fields only
     assert result.verdict == "conforms", result.violation
     ops = {call.op for _, call in seen}
     assert Op.TOUCH not in ops
@@ -139,7 +139,7 @@ def test_every_example_gets_a_fresh_target() -> None:
         built.append(OffloadManager(capacity, policy))
         return built[-1]
 
-    result = run_check("test:factory", CheckConfig(**BUDGET), obj=factory)  # type: ignore[arg-type]
+    result = run_check("test:factory", CheckConfig(**BUDGET), obj=factory)  # type: ignore[arg-type]  # BUDGET: int fields only
     assert result.verdict == "conforms"
     assert len({id(m) for m in built}) == len(built) >= result.examples
 
@@ -151,5 +151,5 @@ def test_examples_use_tiers_from_one_slot_to_the_capacity() -> None:
         capacities.add(capacity)
         return OffloadManager(capacity, policy)
 
-    run_check("test:factory", CheckConfig(capacity=3, **BUDGET), obj=factory)  # type: ignore[arg-type]
+    run_check("test:factory", CheckConfig(capacity=3, **BUDGET), obj=factory)  # type: ignore[arg-type]  # BUDGET: int fields only
     assert capacities == {1, 2, 3}

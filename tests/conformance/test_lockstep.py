@@ -13,7 +13,7 @@ import pytest
 from spec_backed import SpecBackedManager
 
 from kvoffload.conformance import mutants
-from kvoffload.conformance.adapter_api import RETRY
+from kvoffload.conformance.adapter_api import RETRY, Reported
 from kvoffload.conformance.config import CheckConfig, Level, Profile
 from kvoffload.conformance.errors import PropertyViolation
 from kvoffload.conformance.lockstep import lookup_agrees, replay
@@ -32,7 +32,7 @@ from kvoffload.spec import (
     StorePlan,
     StoreRejected,
 )
-from kvoffload.spec.scenarios import SCENARIOS
+from kvoffload.spec.scenarios import SCENARIOS, Scenario
 
 MISS, PENDING, HIT = LookupResult.MISS, LookupResult.PENDING, LookupResult.HIT
 PS, CS, L = Op.PREPARE_STORE, Op.COMPLETE_STORE, Op.LOOKUP
@@ -41,7 +41,7 @@ T, R, E = Op.TOUCH, Op.RESET_CACHE, Op.TAKE_EVENTS
 
 
 def c(op: Op, *keys: Key, **kw: object) -> Call:
-    return Call(op, keys, **kw)  # type: ignore[arg-type]
+    return Call(op, keys, **kw)  # type: ignore[arg-type]  # test shorthand; Call checks its fields
 
 
 # --- small buggy targets for properties the catalogue does not isolate ------------
@@ -119,7 +119,7 @@ class TouchCrashes(OffloadManager):
 
 class ReturnsBoolLookup(OffloadManager):
     def lookup(self, key: Key) -> LookupResult:
-        return super().lookup(key) is HIT  # type: ignore[return-value]
+        return super().lookup(key) is HIT  # type: ignore[return-value]  # the bug under test: a bool
 
 
 class TwoWayEvents(OffloadManager):
@@ -170,7 +170,7 @@ CASES = [
 def test_the_divergence_names_its_property(
     prop: str, cls: type, options: dict[str, object], calls: list[Call]
 ) -> None:
-    config = CheckConfig(**options)  # type: ignore[arg-type]
+    config = CheckConfig(**options)  # type: ignore[arg-type]  # options: CheckConfig fields
     with pytest.raises(PropertyViolation) as caught:
         replay(NativeAdapter(cls(config.capacity, policy=config.policy.value)), config, calls)
     violation = caught.value
@@ -186,7 +186,7 @@ def test_the_divergence_names_its_property(
 def test_the_reference_passes_every_case_trace(
     prop: str, cls: type, options: dict[str, object], calls: list[Call]
 ) -> None:
-    config = CheckConfig(**options)  # type: ignore[arg-type]
+    config = CheckConfig(**options)  # type: ignore[arg-type]  # options: CheckConfig fields
     replay(NativeAdapter(OffloadManager(config.capacity, policy=config.policy.value)), config,
            calls, drain=True)
 
@@ -203,10 +203,10 @@ def test_a_leak_shows_in_the_final_drain_as_liveness() -> None:
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 @pytest.mark.parametrize("manager", [OffloadManager, SpecBackedManager])
-def test_the_spec_scenarios_replay_in_lockstep(scenario: object, manager: type) -> None:
-    config = CheckConfig(capacity=scenario.capacity, policy=scenario.policy,  # type: ignore[attr-defined]
+def test_the_spec_scenarios_replay_in_lockstep(scenario: Scenario, manager: type) -> None:
+    config = CheckConfig(capacity=scenario.capacity, policy=scenario.policy,
                          level=Level.EXACT)
-    calls = [step.call for step in scenario.steps]  # type: ignore[attr-defined]
+    calls = [step.call for step in scenario.steps]
     adapter = NativeAdapter(manager(config.capacity, policy=config.policy.value))
     replay(adapter, config, calls, drain=True)
 
@@ -225,6 +225,6 @@ def test_the_spec_scenarios_replay_in_lockstep(scenario: object, manager: type) 
     (Profile.SAFE, HIT, MISS, False),
     (Profile.SAFE, HIT, RETRY, False),
 ])
-def test_lookup_profiles(profile: Profile, spec: LookupResult, got: object,
+def test_lookup_profiles(profile: Profile, spec: LookupResult, got: Reported,
                          agrees: bool) -> None:
-    assert lookup_agrees(profile, spec, got) is agrees  # type: ignore[arg-type]
+    assert lookup_agrees(profile, spec, got) is agrees

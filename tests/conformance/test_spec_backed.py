@@ -13,13 +13,13 @@ BUDGET = {"max_examples": 25, "steps": 80, "seed": 11}
 @pytest.mark.parametrize("policy", ["lru", "arc"])
 @pytest.mark.parametrize("manager", [SpecBackedManager, HighestSlotFirst])
 def test_the_spec_as_a_manager_conforms_at_the_exact_level(manager: type, policy: str) -> None:
-    result = check(manager, policy=policy, level="exact", **BUDGET)  # type: ignore[arg-type]
+    result = check(manager, policy=policy, level="exact", **BUDGET)  # type: ignore[arg-type]  # BUDGET: int fields only
     assert result.verdict == "conforms", result.violation
 
 
 @pytest.mark.parametrize("policy", ["lru", "arc"])
 def test_another_allowed_victim_passes_any_and_fails_exact(policy: str) -> None:
-    assert check(NewestAllowedVictim, policy=policy, **BUDGET).verdict == "conforms"  # type: ignore[arg-type]
-    exact = check(NewestAllowedVictim, policy=policy, level="exact", **BUDGET)  # type: ignore[arg-type]
+    assert check(NewestAllowedVictim, policy=policy, **BUDGET).verdict == "conforms"  # type: ignore[arg-type]  # BUDGET: int fields only
+    exact = check(NewestAllowedVictim, policy=policy, level="exact", **BUDGET)  # type: ignore[arg-type]  # BUDGET: int fields only
     assert exact.violation is not None
     assert exact.violation.prop == "eviction-choice"

@@ -9,20 +9,20 @@ behind ``-m vllm_matrix``; its verdicts are the ones docs/engines.md reports (se
 from __future__ import annotations
 
 import pytest
-from vllm_targets import VLLM_ASSUMPTIONS, release_or_skip
 
 from kvoffload.conformance.config import CheckConfig, Profile
 from kvoffload.conformance.runner import run_check
+from vllm_releases import VLLM_ASSUMPTIONS, vllm_target
 
 
 def vllm_config(profile: Profile = Profile.STRICT, dropped: str | None = None,
                 **budget: int) -> CheckConfig:
     assume = tuple(a for a in VLLM_ASSUMPTIONS if a != dropped)
-    return CheckConfig(profile=profile, assume=assume, seed=1, **budget)  # type: ignore[arg-type]
+    return CheckConfig(profile=profile, assume=assume, seed=1, **budget)  # type: ignore[arg-type]  # BUDGET: int fields only
 
 
-def test_vllm_0_20_2_fails_lookup_within_three_calls() -> None:
-    target = release_or_skip("0.20.2")
+def test_vllm_0_20_2_fails_lookup_within_three_calls(pytestconfig: pytest.Config) -> None:
+    target = vllm_target(pytestconfig, "0.20.2")
     result = run_check(target, vllm_config())
     assert result.adapter == "vllm-bool"
     assert result.violation is not None, "0.20.2 answers False for an in-flight block"
@@ -31,8 +31,8 @@ def test_vllm_0_20_2_fails_lookup_within_three_calls() -> None:
     assert result.violation.rows[1] == ("answer", "PENDING", "MISS")
 
 
-def test_vllm_0_21_0_conforms_under_its_assumptions() -> None:
-    target = release_or_skip("0.21.0")
+def test_vllm_0_21_0_conforms_under_its_assumptions(pytestconfig: pytest.Config) -> None:
+    target = vllm_target(pytestconfig, "0.21.0")
     result = run_check(target, vllm_config(max_examples=80))
     assert result.verdict == "conforms", result.violation
 
@@ -63,8 +63,8 @@ MATRIX = [
 @pytest.mark.parametrize(("version", "profile", "dropped", "expected"), MATRIX,
                          ids=[f"{v}-{d or 'all'}" for v, _, d, _ in MATRIX])
 def test_the_vllm_matrix(version: str, profile: Profile, dropped: str | None,
-                         expected: str) -> None:
-    target = release_or_skip(version)
+                         expected: str, pytestconfig: pytest.Config) -> None:
+    target = vllm_target(pytestconfig, version)
     result = run_check(target, vllm_config(profile, dropped))
     found = result.violation.prop if result.violation is not None else result.verdict
     assert found == expected, result.violation

@@ -12,8 +12,7 @@ from kvoffload.spec import InvariantViolation, StorePlan
 def arc_with(capacity: int, *keys: str) -> ArcEviction:
     """An ARC order holding ``keys`` as evictable, inserted in order (all in t1)."""
     arc = ArcEviction(capacity)
-    arc.adapted(keys)
-    arc.inserted(keys)
+    assert arc.stored(keys, capacity, set()) == []
     arc.evictable(keys)
     return arc
 
@@ -28,7 +27,7 @@ def test_new_keys_enter_t1_and_a_touch_promotes_ready_keys_to_t2() -> None:
 
 def test_touch_of_a_storing_key_keeps_it_in_t1() -> None:
     arc = ArcEviction(2)
-    arc.inserted(("a",))
+    arc.stored(("a",), 2, set())
     arc.touched(("a",), ready=set())
     assert (arc.view().t1_size, arc.view().t2_size) == (1, 0)
 
@@ -54,11 +53,24 @@ def test_ghost_hit_adapts_p_and_enters_t2() -> None:
     arc = arc_with(2, "a", "b")
     assert arc.evict(1, set()) == ["a"]
     assert arc.view().b1 == ("a",)
-    arc.adapted(("a",))
+    assert arc.stored(("a",), 1, set()) == []  # a slot is free: no eviction
     assert arc.p == 1
-    arc.inserted(("a",))
     view = arc.view()
     assert (view.t2_size, view.b1) == (1, ())
+
+
+def test_replace_prefers_t1_for_a_b2_hit_when_t1_is_exactly_p() -> None:
+    # issue 10 D: after adaptation t1 = (f,), t2 = (d, c), b2 = (b,), p = 1; storing b
+    # evicts f (the paper's REPLACE: x in b2 and |t1| == p), where the rule "t1 only
+    # when |t1| > p" took from t2.
+    arc = arc_with(3, "d", "c", "f")
+    arc.touched(("c", "d"), ready={"c", "d", "f"})  # t2 = (d, c), t1 = (f,)
+    arc.b2["b"] = None
+    arc.p = 2  # b's hit in b2 lowers it to 1
+    assert arc.stored(("b",), 0, set()) == ["f"]
+    assert arc.p == 1
+    assert arc.view().b1 == ("f",)
+    assert arc.view().t2_size == 3  # d, c and b (from b2)
 
 
 def test_ghosts_are_trimmed_to_arcs_bounds() -> None:

@@ -20,7 +20,6 @@ from kvoffload.spec import (
     Policy,
     StorePlan,
     StoreRejected,
-    UnknownEpoch,
     UnmatchedCompleteLoad,
 )
 
@@ -76,14 +75,14 @@ def test_prepare_store_dedupes_and_skips_present_keys() -> None:
     manager = ready(4, "a")
     manager.prepare_store(["b"])
     plan = manager.prepare_store(["a", "c", "b", "c", "d"])
-    assert plan == StorePlan(("c", "d"), (2, 3), (), 0)
+    assert plan == StorePlan(("c", "d"), (2, 3), (), 0, 2)
     manager.check()
 
 
 def test_prepare_store_of_nothing_new_is_an_empty_plan() -> None:
     manager = ready(1, "a")
-    assert manager.prepare_store(["a", "a"]) == StorePlan((), (), (), 0)
-    assert manager.prepare_store([]) == StorePlan((), (), (), 0)
+    assert manager.prepare_store(["a", "a"]) == StorePlan((), (), (), 0, 1)
+    assert manager.prepare_store([]) == StorePlan((), (), (), 0, 2)  # a plan: a fresh ticket
 
 
 def test_rejection_counts_only_evictable_blocks_outside_the_call() -> None:
@@ -93,7 +92,7 @@ def test_rejection_counts_only_evictable_blocks_outside_the_call() -> None:
     # needs 2 slots; b is evictable but named in the call, so only c can go
     assert manager.prepare_store(["b", "x", "y"]) == StoreRejected(needed=2, available=1)
     assert manager.view() == before
-    assert manager.prepare_store(["x"]) == StorePlan(("x",), (1,), ("b",), 0)
+    assert manager.prepare_store(["x"]) == StorePlan(("x",), (1,), ("b",), 0, 2)
 
 
 def test_eviction_takes_exactly_the_missing_slots() -> None:
@@ -110,7 +109,7 @@ def test_failed_store_frees_the_slot_and_leaves_no_event() -> None:
     assert manager.complete_store(["a"], success=False) == Completion(applied=("a",))
     assert manager.lookup("a") is LookupResult.MISS
     assert manager.take_events() == Events()
-    assert manager.prepare_store(["b"]) == StorePlan(("b",), (0,), (), 0)
+    assert manager.prepare_store(["b"]) == StorePlan(("b",), (0,), (), 0, 1)
 
 
 def test_complete_store_of_a_key_not_storing_is_ignored() -> None:
@@ -120,8 +119,8 @@ def test_complete_store_of_a_key_not_storing_is_ignored() -> None:
 
 def test_prepare_load_counts_readers_once_per_call() -> None:
     manager = ready(2, "a", "b")
-    assert manager.prepare_load(["b", "a", "b"]) == LoadPlan(("b", "a"), (1, 0), 0)
-    assert manager.prepare_load(["a"]) == LoadPlan(("a",), (0,), 0)
+    assert manager.prepare_load(["b", "a", "b"]) == LoadPlan(("b", "a"), (1, 0), 0, 1)
+    assert manager.prepare_load(["a"]) == LoadPlan(("a",), (0,), 0, 2)
     assert manager.complete_load(["a", "b"]) == Completion(applied=("a", "b"))
     # a still has one reader, so only b can be evicted
     manager.check()
@@ -139,10 +138,16 @@ def test_misuse_is_typed_and_changes_nothing() -> None:
     assert not_readable.value.keys == ("b", "z")
     with pytest.raises(UnmatchedCompleteLoad):
         manager.complete_load(["a"])
-    with pytest.raises(UnknownEpoch):
-        manager.complete_store(["b"], epoch=1)
-    with pytest.raises(UnknownEpoch):
-        manager.complete_load(["a"], epoch=-1)
+    assert manager.view() == before
+
+
+def test_a_ticket_that_names_no_running_job_is_ignored() -> None:
+    manager = ready(3, "a")
+    manager.prepare_store(["b"])  # ticket 1
+    before = manager.view()
+    assert manager.complete_store(["b"], ticket=7) == Completion(ignored=("b",))
+    assert manager.complete_store(["b"], ticket=-1) == Completion(ignored=("b",))
+    assert manager.complete_load(["a"], ticket=1) == Completion(ignored=("a",))
     assert manager.view() == before
 
 
@@ -166,10 +171,10 @@ def test_reset_holds_slots_of_running_copies_until_they_complete() -> None:
     # slots 0 (a, two readers) and 1 (b, store) are held; one slot is free
     assert manager.prepare_store(["x", "y"]) == StoreRejected(needed=2, available=1)
     assert manager.complete_load(["a"]) == Completion(released=("a",))
-    assert manager.complete_store(["b"], epoch=0) == Completion(released=("b",))
-    assert manager.prepare_store(["x", "y"]) == StorePlan(("x", "y"), (1, 2), (), 1)
-    assert manager.complete_load(["a"], epoch=0) == Completion(released=("a",))
-    assert manager.prepare_store(["z"]) == StorePlan(("z",), (0,), (), 1)
+    assert manager.complete_store(["b"], ticket=3) == Completion(released=("b",))
+    assert manager.prepare_store(["x", "y"]) == StorePlan(("x", "y"), (1, 2), (), 1, 4)
+    assert manager.complete_load(["a"], ticket=2) == Completion(released=("a",))
+    assert manager.prepare_store(["z"]) == StorePlan(("z",), (0,), (), 1, 5)
     with pytest.raises(UnmatchedCompleteLoad):
         manager.complete_load(["a"])
     manager.check()
@@ -186,14 +191,36 @@ def test_vllm_form_completes_the_current_block_before_an_orphan() -> None:
     manager.check()
 
 
-def test_reset_safe_form_names_the_epoch() -> None:
+def test_ticket_form_names_the_job() -> None:
     manager = OffloadManager(2)
-    manager.prepare_store(["a"])
+    old = manager.prepare_store(["a"])
     manager.reset_cache()
-    manager.prepare_store(["a"])
-    assert manager.complete_store(["a"], epoch=1) == Completion(applied=("a",))
-    assert manager.complete_store(["a"], epoch=0, success=False) == Completion(released=("a",))
+    new = manager.prepare_store(["a"])
+    assert isinstance(old, StorePlan)
+    assert isinstance(new, StorePlan)
+    assert (old.ticket, new.ticket) == (0, 1)
+    assert manager.complete_store(["a"], ticket=new.ticket) == Completion(applied=("a",))
+    assert manager.complete_store(["a"], success=False, ticket=old.ticket) == Completion(
+        released=("a",))
     assert manager.lookup("a") is LookupResult.HIT
+    assert manager.complete_store(["a"], ticket=old.ticket) == Completion(ignored=("a",))
+    manager.check()
+
+
+def test_tickets_are_fresh_across_resets_and_rejections() -> None:
+    manager = OffloadManager(1)
+    first = manager.prepare_store(["a"])
+    assert isinstance(first, StorePlan)
+    assert first.ticket == 0
+    assert isinstance(manager.prepare_store(["b"]), StoreRejected)  # issues none
+    manager.reset_cache()
+    again = manager.prepare_store(["c"])
+    assert isinstance(again, StoreRejected)  # slot 0 is still held by a's store
+    manager.complete_store(["a"], ticket=0)
+    plan = manager.prepare_store(["c"])
+    assert isinstance(plan, StorePlan)
+    assert plan.ticket == 1
+    assert manager.view().next_ticket == 2
 
 
 def test_events_are_the_net_change_of_the_ready_set() -> None:
@@ -221,12 +248,12 @@ def test_check_detects_corruption() -> None:
 def test_errors_survive_python_dash_o() -> None:
     script = textwrap.dedent("""
         from kvoffload.impl import OffloadManager
-        from kvoffload.spec import NotReadable, UnmatchedCompleteLoad, UnknownEpoch
+        from kvoffload.spec import NotReadable, UnmatchedCompleteLoad
         m = OffloadManager(2)
         m.prepare_store(["a"])
         for call, error in [(lambda: m.prepare_load(["a"]), NotReadable),
                             (lambda: m.complete_load(["a"]), UnmatchedCompleteLoad),
-                            (lambda: m.complete_store(["a"], epoch=5), UnknownEpoch)]:
+                            (lambda: m.complete_load(["b", "a"]), UnmatchedCompleteLoad)]:
             try:
                 call()
             except error:

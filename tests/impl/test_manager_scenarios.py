@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from manager_driver import run_call
 
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import MisuseError
+from kvoffload.spec.calls import send
 from kvoffload.spec.scenarios import SCENARIOS, Scenario
 
 
@@ -17,10 +17,10 @@ def test_scenario_on_manager(scenario: Scenario) -> None:
         if isinstance(step.expect, type) and issubclass(step.expect, MisuseError):
             before = manager.view()
             with pytest.raises(step.expect):
-                run_call(manager, step.call)
+                send(manager, step.call)
             assert manager.view() == before, f"step {number}: {step.call} changed the state"
             continue
-        output = run_call(manager, step.call)
+        output = send(manager, step.call)
         manager.check()
         assert output == step.expect, f"step {number}: {step.call}"
 

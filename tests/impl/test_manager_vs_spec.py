@@ -1,11 +1,14 @@
-"""Random call sequences give the same outputs on ``OffloadManager`` as on the spec.
+"""Random call sequences give the same answers on ``OffloadManager`` as on the spec.
 
-A Hypothesis state machine drives the spec (through ``kvoffload.spec.calls.apply``)
-and the manager in lockstep, for LRU and ARC. The only freedom the spec allows, the
-choice of free slots, is handed from the manager to the spec; victims must be the
-spec's exact choice. Sequences include duplicate keys, failed stores, resets with
-copies in flight, both completion forms (with stale and unknown epochs) and misuse,
-which must raise the same error class on both sides and change nothing.
+A Hypothesis state machine drives the manager through the conformance suite's own
+lockstep driver and native adapter (``kvoffload.conformance.lockstep``), at ``--level
+exact``, for LRU and ARC: every answer is compared as ``kvoffload check`` compares it,
+misuse must be rejected with the spec's error code and change nothing. The only
+freedom the spec allows, the choice of free slots, is handed from the manager to the
+spec. On top of the suite's comparison, the manager's own consistency check and its
+eviction order (seen through evictability) are compared with the spec's model after
+every call. Sequences include duplicate keys, failed stores, resets with copies in
+flight, both completion forms (with stale and unknown epochs) and misuse.
 """
 
 from __future__ import annotations
@@ -13,25 +16,13 @@ from __future__ import annotations
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from manager_driver import run_call
 
+from kvoffload.conformance.config import CheckConfig, Level
+from kvoffload.conformance.lockstep import Lockstep as Driver
+from kvoffload.conformance.native import NativeAdapter
 from kvoffload.impl import OffloadManager
 from kvoffload.impl.arc import ArcView
-from kvoffload.spec import (
-    ArcLists,
-    CacheState,
-    Call,
-    LruOrder,
-    MisuseError,
-    Op,
-    Output,
-    Phase,
-    Policy,
-    StorePlan,
-    apply,
-    check_invariants,
-    initial_state,
-)
+from kvoffload.spec import ArcLists, CacheState, Call, LruOrder, Op, Phase, Policy
 
 KEYS = st.sampled_from("abcdef")
 CALL_KEYS = st.lists(KEYS, max_size=5)
@@ -41,30 +32,24 @@ EPOCHS = st.one_of(st.none(), st.integers(min_value=-1, max_value=4))
 class Lockstep(RuleBasedStateMachine):
     """The spec and the manager, driven by the same calls."""
 
-    spec: CacheState
+    driver: Driver
     manager: OffloadManager
 
     policy = Policy.LRU
 
     @initialize(capacity=st.integers(min_value=1, max_value=4))
     def start(self, capacity: int) -> None:
-        self.spec = initial_state(capacity, self.policy)
         self.manager = OffloadManager(capacity, policy=self.policy)
+        config = CheckConfig(policy=self.policy, level=Level.EXACT, capacity=capacity)
+        self.driver = Driver(NativeAdapter(self.manager), config)
+
+    @property
+    def spec(self) -> CacheState:
+        return self.driver.state
 
     def step(self, call: Call) -> None:
-        """Run ``call`` on both; compare outputs, or errors and unchanged states."""
-        before = self.manager.view()
-        try:
-            got: Output | type[MisuseError] = run_call(self.manager, call)
-        except MisuseError as error:
-            got = type(error)
-            assert self.manager.view() == before, f"{call} raised {got} but changed the state"
-        slots = got.slots if isinstance(got, StorePlan) else None
-        try:
-            self.spec, want = apply(self.spec, call, slots=slots)
-        except MisuseError as error:
-            want = type(error)
-        assert got == want, f"{call}: manager gave {got!r}, spec gives {want!r}"
+        """Run ``call`` on both through the suite's driver (raises at a divergence)."""
+        self.driver.step(call)
 
     def keys_in(self, phase: Phase) -> list[str]:
         return sorted(str(k) for k in self.spec.keys_in(phase))
@@ -147,8 +132,7 @@ class Lockstep(RuleBasedStateMachine):
     @invariant()
     def both_consistent(self) -> None:
         if hasattr(self, "manager"):
-            self.manager.check()
-            check_invariants(self.spec)
+            self.manager.check()  # the spec's invariants are checked by the driver
 
     @invariant()
     def same_eviction_order(self) -> None:

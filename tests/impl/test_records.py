@@ -9,8 +9,8 @@ from kvoffload.spec import Completion, Events, LoadPlan, StorePlan
 
 
 def test_quick_records_are_the_specs_records() -> None:
-    pairs = [(store_plan(("a",), (0,), ("b",), 2), StorePlan(("a",), (0,), ("b",), 2)),
-             (load_plan(("a",), (0,), 1), LoadPlan(("a",), (0,), 1)),
+    pairs = [(store_plan(("a",), (0,), ("b",), 2, 5), StorePlan(("a",), (0,), ("b",), 2, 5)),
+             (load_plan(("a",), (0,), 1, 6), LoadPlan(("a",), (0,), 1, 6)),
              (completion(("a",), (), ("z",)), Completion(applied=("a",), ignored=("z",))),
              (events(frozenset("a"), frozenset()), Events(stored=frozenset("a")))]
     for quick, normal in pairs:

@@ -35,30 +35,28 @@ def check(
     steps: int | None = None,
     seed: int | None = None,
     adapter: str = "auto",
+    call_timeout: float | None = None,
+    database: str | None = None,
+    stop_at_first: bool = False,
 ) -> CheckResult:
     """Check ``target`` (a TARGET string, or a manager class or factory) against the spec.
 
-    raises: UsageError (bad option, unloadable target)
+    ``database``: a folder for Hypothesis's example database (a failure found once
+    replays first next time); None (the default) keeps none.
+
+    raises: UsageError (bad option, unloadable target, no adapter fits)
     """
-    from kvoffload.spec import Policy
-
-    from .config import (
-        DEFAULT_CAPACITY,
-        DEFAULT_MAX_EXAMPLES,
-        DEFAULT_STEPS,
-        CheckConfig,
-        Level,
-        Profile,
-    )
+    from .config import CheckConfig
     from .runner import run_check
+    from .targets import absolute_target
 
-    config = CheckConfig(
-        profile=Profile(profile), policy=Policy(policy), level=Level(level),
-        assume=tuple(assume), capacity=capacity or DEFAULT_CAPACITY,
-        max_examples=max_examples or DEFAULT_MAX_EXAMPLES, steps=steps or DEFAULT_STEPS,
-        seed=seed, adapter=adapter)
+    config = CheckConfig.from_options(
+        profile=profile, policy=policy, level=level, assume=assume, capacity=capacity,
+        max_examples=max_examples, steps=steps, seed=seed, adapter=adapter,
+        call_timeout=call_timeout, database=database, stop_at_first=stop_at_first,
+        spelling="")
     if isinstance(target, str):
-        return run_check(target, config)
+        return run_check(absolute_target(target), config)
     name = f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', target)}"
     return run_check(name, config, obj=target)
 

@@ -1,27 +1,47 @@
-"""``kvoffload check``: options, the run, and what it prints and writes."""
+"""``kvoffload check``: options, the run, and what it prints and writes.
+
+Exit status, the contract CI gates on: 0 the target conforms, 1 a property failed, 2 the
+run could not be made as asked (usage, target, adapter, environment), 130 interrupted
+(Ctrl-C; report.json says how far it got). Each ends with a one-line reason on stderr
+(2, 130) or the verdict on stdout (0, 1).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 from kvoffload.spec import ASSUMPTIONS, Policy
 
 from .config import (
+    ADAPTERS,
+    DEFAULT_CALL_TIMEOUT,
     DEFAULT_CAPACITY,
     DEFAULT_MAX_EXAMPLES,
     DEFAULT_STEPS,
+    MAX_CAPACITY,
     CheckConfig,
     Level,
     Profile,
 )
 from .errors import UsageError
-from .targets import ADAPTERS, DEFAULT_TARGET
+from .targets import DEFAULT_TARGET, absolute_target
 
 SELF_TEST_SEED = 20261202
 """The self-test's seed unless --seed is given, so its verdicts are reproducible."""
+
+EXIT_CONFORMS, EXIT_FAILS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_STATUS = ("exit status: 0 the target conforms; 1 a property failed; 2 the run could "
+               "not be made as asked (bad option, unloadable target, no adapter fits, "
+               "unwritable --report-dir or --junit); 130 interrupted by Ctrl-C (the first "
+               "stops after the current call and writes report.json with the seed and "
+               "what held so far; a second quits at once)")
+DATABASE_FOLDER = "hypothesis-db"
+"""Under --report-dir: Hypothesis's example database (failures found replay first)."""
 
 
 def add_check_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,17 +60,27 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--assume", action="append", default=[], choices=sorted(ASSUMPTIONS),
                         metavar="NAME", help="an assumption the target relies on (repeatable): "
                         + ", ".join(sorted(ASSUMPTIONS)))
-    parser.add_argument("--capacity", type=int, default=DEFAULT_CAPACITY,
-                        help=f"the largest tier, in slots; each example draws 1..N "
-                             f"(default {DEFAULT_CAPACITY})")
-    parser.add_argument("--max-examples", type=int, default=DEFAULT_MAX_EXAMPLES,
+    parser.add_argument("--capacity", default=None, metavar="N",
+                        help=f"the largest tier, in slots, 1 to {MAX_CAPACITY}; each example "
+                             f"draws 1..N (default {DEFAULT_CAPACITY})")
+    parser.add_argument("--max-examples", default=None, metavar="N",
                         help=f"examples to run (default {DEFAULT_MAX_EXAMPLES})")
-    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS,
+    parser.add_argument("--steps", default=None, metavar="N",
                         help=f"calls per example (default {DEFAULT_STEPS})")
-    parser.add_argument("--seed", type=int, default=None,
+    parser.add_argument("--seed", default=None, metavar="N",
                         help="random seed (default: a fresh one, printed in the report)")
+    parser.add_argument("--call-timeout", default=None, metavar="SECONDS",
+                        help=f"a call into the target running longer is a liveness failure "
+                             f"(default {DEFAULT_CALL_TIMEOUT:g}; 0: no limit; a target "
+                             f"stuck inside C code cannot be interrupted)")
+    parser.add_argument("--stop-at-first", action="store_true",
+                        help="end the run at the first failing property")
     parser.add_argument("--report-dir", type=Path, default=Path("kvoffload-report"),
-                        help="where report.json and reproducers go (default: ./kvoffload-report)")
+                        help="where report.json, reproducers and the example database go "
+                             "(default: ./kvoffload-report)")
+    parser.add_argument("--no-database", action="store_true",
+                        help=f"do not keep or replay failing examples (default: kept in "
+                             f"REPORT_DIR/{DATABASE_FOLDER} and replayed first next run)")
     parser.add_argument("--junit", type=Path, default=None, help="also write JUnit XML here")
     parser.add_argument("--self-test", action="store_true",
                         help="check the suite itself: seeded-bug variants of the reference "
@@ -59,70 +89,115 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_of(args: argparse.Namespace) -> CheckConfig:
-    return CheckConfig(
-        profile=Profile(args.profile), policy=Policy(args.policy), level=Level(args.level),
-        assume=tuple(args.assume), capacity=args.capacity, max_examples=args.max_examples,
-        steps=args.steps, seed=args.seed, adapter=args.adapter)
+    database = None if args.no_database else args.report_dir / DATABASE_FOLDER
+    return CheckConfig.from_options(
+        profile=args.profile, policy=args.policy, level=args.level, assume=args.assume,
+        capacity=args.capacity, max_examples=args.max_examples, steps=args.steps,
+        seed=args.seed, adapter=args.adapter, call_timeout=args.call_timeout,
+        database=database, stop_at_first=args.stop_at_first)
 
 
 def run_check_command(args: argparse.Namespace) -> int:
+    from .guard import stop_on_sigint
+
     try:
         config = config_of(args)
-        if args.self_test:
-            if args.target is not None:
-                raise UsageError("--self-test checks the suite itself; give no TARGET")
-            return _self_test(args, config)
-        return _check(args, config)
+        if args.self_test and args.target is not None:
+            raise UsageError("--self-test checks the suite itself; give no TARGET")
+        check_writable(args.report_dir, args.junit)
+        with stop_on_sigint():
+            return _self_test(args, config) if args.self_test else _check(args, config)
     except UsageError as error:
         print(f"kvoffload check: error: {error}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("kvoffload check: interrupted (a second Ctrl-C): no report written",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def check_writable(report_dir: Path, junit: Path | None) -> None:
+    """Fail before running, not after: --report-dir must be a folder we can write in,
+    --junit a file we can write.
+
+    raises: UsageError
+    """
+    try:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=report_dir):
+            pass
+    except OSError as error:
+        raise UsageError(f"--report-dir {str(report_dir)!r} is not a writable folder: "
+                         f"{error.strerror or error}") from error
+    if junit is None:
+        return
+    try:
+        if junit.is_dir():
+            raise IsADirectoryError(21, "is a directory")
+        junit.parent.mkdir(parents=True, exist_ok=True)
+        if junit.exists():
+            if not os.access(junit, os.W_OK):
+                raise PermissionError(13, "permission denied")
+        else:
+            with tempfile.TemporaryFile(dir=junit.parent):
+                pass
+    except OSError as error:
+        raise UsageError(f"--junit {str(junit)!r} cannot be written: "
+                         f"{error.strerror or error}") from error
 
 
 def _check(args: argparse.Namespace, config: CheckConfig) -> int:
     from .report import (
         check_junit,
         configuration_text,
-        counterexample_text,
+        failures_text,
         summary_text,
         write_check_report,
     )
     from .runner import run_check
 
-    target = args.target or DEFAULT_TARGET
-    target = _absolute_file(target)
+    target = DEFAULT_TARGET if args.target is None else args.target
+    target = absolute_target(target)
     result = run_check(target, config, show_progress=not args.quiet)
     print(configuration_text(result))
     print()
     print(summary_text(result))
-    report, reproducer = write_check_report(result, args.report_dir)
-    if result.violation is not None:
+    report, _ = write_check_report(result, args.report_dir)
+    if result.failures:
         print()
-        print(counterexample_text(result.violation, str(reproducer) if reproducer else None))
-    if result.error is not None:
-        print(f"\nkvoffload check: error: the run did not finish: {result.error}",
-              file=sys.stderr)
-    print(f"\nreport: {report}")
+        print(failures_text(result, args.report_dir))
     if args.junit is not None:
-        args.junit.parent.mkdir(parents=True, exist_ok=True)
         args.junit.write_text(check_junit(result), encoding="utf-8")
-    return {"conforms": 0, "fails": 1}.get(result.verdict, 2)
+    print(f"\nreport: {report}")
+    return exit_status(result.verdict, result.error)
 
 
-def _absolute_file(target: str) -> str:
-    """``path/to/file.py:attr`` with an absolute path, so reproducers run from anywhere."""
-    where, sep, attr = target.rpartition(":")
-    if sep and (where.endswith(".py") or "/" in where) and Path(where).is_file():
-        return f"{Path(where).resolve()}:{attr}"
-    return target
+def exit_status(verdict: str, error: str | None) -> int:
+    """The exit-code contract, from a verdict; prints the one-line reason for 2 and 130."""
+    if verdict == "interrupted":
+        print("kvoffload check: interrupted by Ctrl-C: report.json has the seed, the "
+              "budget spent and what held so far", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if verdict == "conforms":
+        return EXIT_CONFORMS
+    if verdict == "fails":
+        return EXIT_FAILS
+    print(f"kvoffload check: error: the run did not finish: {error}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def _self_test(args: argparse.Namespace, config: CheckConfig) -> int:
+    from .guard import stop_requested
     from .selftest import run_self_test
     from .selftest_report import print_self_test, write_self_test
 
+    # Fixed seed, no example database: the self-test's verdicts are reproducible.
+    config = replace(config, database=None)
     if config.seed is None:
         config = replace(config, seed=SELF_TEST_SEED)
     report = run_self_test(config, show_progress=not args.quiet)
     print_self_test(report, config)
     write_self_test(report, config, args.report_dir, args.junit)
-    return 0 if report.ok else 1
+    if stop_requested():
+        return exit_status("interrupted", None)
+    return EXIT_CONFORMS if report.ok else EXIT_FAILS

@@ -8,7 +8,10 @@ configuration it was reached under.
 from __future__ import annotations
 
 import enum
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kvoffload.spec import ASSUMPTIONS, Assumption, Policy
 
@@ -36,6 +39,19 @@ class Level(enum.Enum):
 DEFAULT_CAPACITY = 4
 DEFAULT_MAX_EXAMPLES = 300
 DEFAULT_STEPS = 150
+DEFAULT_CALL_TIMEOUT = 10.0
+"""Seconds one call into the target may take before it is a ``liveness`` failure."""
+MAX_CAPACITY = 1024
+"""The largest ``--capacity``: the spec's state, the key pool and the drain grow with it,
+and tiers beyond a few slots find nothing small tiers miss (tiers are drawn 1..N)."""
+MAX_STEPS = 100_000
+MAX_EXAMPLES = 10_000_000
+
+ADAPTERS = ("auto", "native", "vllm-int", "vllm-bool", "vllm-enum")
+"""``vllm-int``: ``lookup(hashes) -> int`` (<= 0.18); ``vllm-bool``: ``lookup(key, ctx) ->
+bool | None`` (0.19-0.24); ``vllm-enum``: ``LookupResult`` (0.25 on)."""
+
+_E = TypeVar("_E", bound=enum.Enum)
 
 
 @dataclass(frozen=True)
@@ -51,15 +67,84 @@ class CheckConfig:
     steps: int = DEFAULT_STEPS
     seed: int | None = None
     adapter: str = "auto"
+    call_timeout: float = DEFAULT_CALL_TIMEOUT
+    """Seconds per call into the target (0: no limit)."""
+    database: str | None = None
+    """Hypothesis example database folder (a failure found once replays first); None: off."""
+    stop_at_first: bool = False
+    """End the run at the first failing property (else go on to a verdict per property)."""
 
     def __post_init__(self) -> None:
         unknown = [name for name in self.assume if name not in ASSUMPTIONS]
         if unknown:
             raise UsageError(f"unknown assumption {unknown}; known: {sorted(ASSUMPTIONS)}")
-        if self.capacity < 1:
-            raise UsageError(f"--capacity must be at least 1, got {self.capacity}")
+        if not 1 <= self.capacity <= MAX_CAPACITY:
+            raise UsageError(f"--capacity must be 1 to {MAX_CAPACITY}, got {self.capacity}")
         if self.max_examples < 1 or self.steps < 1:
             raise UsageError("--max-examples and --steps must be at least 1")
+        if self.max_examples > MAX_EXAMPLES or self.steps > MAX_STEPS:
+            raise UsageError(f"--max-examples is at most {MAX_EXAMPLES} and --steps at most "
+                             f"{MAX_STEPS}")
+        if not (math.isfinite(self.call_timeout) and self.call_timeout >= 0):
+            raise UsageError(f"--call-timeout must be a number of seconds >= 0 (0: no "
+                             f"limit), got {self.call_timeout}")
+        if self.seed is not None and not 0 <= self.seed < 2**64:
+            raise UsageError(f"--seed must be 0 to 2**64-1, got {self.seed}")
+
+    @classmethod
+    def from_options(
+        cls,
+        *,
+        profile: object = "strict",
+        policy: object = "lru",
+        level: object = "any",
+        assume: Iterable[object] = (),
+        capacity: object = None,
+        max_examples: object = None,
+        steps: object = None,
+        seed: object = None,
+        adapter: object = "auto",
+        call_timeout: object = None,
+        database: object = None,
+        stop_at_first: object = False,
+        spelling: str = "--",
+    ) -> CheckConfig:
+        """The one parser from option values (strings from a command line, or typed
+        values from Python) to a configuration; None means the default.
+
+        ``spelling`` names options in messages: ``"--"`` (the CLI), ``"--kvoffload-"``
+        (the pytest plugin) or ``""`` (``check()``'s keywords, ``profile=``).
+
+        raises: UsageError, naming the option and what it accepts
+        """
+        def flag(name: str) -> str:
+            return f"{spelling}{name.replace('_', '-')}" if spelling else f"{name}="
+
+        if isinstance(assume, str | bytes):
+            assume = [assume]
+        names = tuple(str(a) for a in assume)
+        unknown = [n for n in names if n not in ASSUMPTIONS]
+        if unknown:
+            raise UsageError(f"{flag('assume')} takes {', '.join(sorted(ASSUMPTIONS))}; "
+                             f"got {', '.join(map(repr, unknown))}")
+        adapter_name = str(adapter)
+        if adapter_name not in ADAPTERS:
+            raise UsageError(f"{flag('adapter')} must be one of {', '.join(ADAPTERS)}; "
+                             f"got {adapter!r}")
+        return cls(
+            profile=_choice(flag("profile"), Profile, profile),
+            policy=_choice(flag("policy"), Policy, policy),
+            level=_choice(flag("level"), Level, level),
+            assume=names,
+            capacity=_integer(flag("capacity"), capacity, DEFAULT_CAPACITY),
+            max_examples=_integer(flag("max_examples"), max_examples, DEFAULT_MAX_EXAMPLES),
+            steps=_integer(flag("steps"), steps, DEFAULT_STEPS),
+            seed=None if seed is None else _integer(flag("seed"), seed, 0),
+            adapter=adapter_name,
+            call_timeout=_seconds(flag("call_timeout"), call_timeout),
+            database=None if database is None else str(database),
+            stop_at_first=bool(stop_at_first),
+        )
 
     @property
     def assumptions(self) -> tuple[Assumption, ...]:
@@ -81,4 +166,42 @@ class CheckConfig:
             "max_examples": self.max_examples,
             "steps": self.steps,
             "seed": self.seed,
+            "call_timeout": self.call_timeout,
+            "stop_at_first": self.stop_at_first,
         }
+
+
+def _choice(flag: str, kind: type[_E], value: object) -> _E:
+    if isinstance(value, kind):
+        return value
+    try:
+        return kind(value)
+    except ValueError:
+        known = ", ".join(str(member.value) for member in kind)
+        raise UsageError(f"{flag} must be one of {known}; got {value!r}") from None
+
+
+def _integer(flag: str, value: object, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise UsageError(f"{flag} takes a whole number; got {value!r}")
+    try:
+        return int(value)
+    except ValueError:
+        raise UsageError(f"{flag} takes a whole number; got {value!r}") from None
+
+
+def _seconds(flag: str, value: object) -> float:
+    if value is None:
+        return DEFAULT_CALL_TIMEOUT
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise UsageError(f"{flag} takes a number of seconds; got {value!r}")
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise UsageError(f"{flag} takes a number of seconds; got {value!r}") from None
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise UsageError(f"{flag} must be a number of seconds >= 0 (0: no limit); "
+                         f"got {value!r}")
+    return seconds

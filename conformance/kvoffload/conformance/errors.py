@@ -12,6 +12,19 @@ from collections.abc import Sequence
 
 from kvoffload.spec import Call
 
+MAX_MESSAGE = 2000
+"""Characters kept of a violation's message (a target's answer can be megabytes long)."""
+MAX_CELL = 500
+"""Characters kept of one cell of the spec-versus-target table."""
+
+
+def clip(text: str, limit: int) -> str:
+    """``text``, cut to about ``limit`` characters, saying how much was left out: what
+    is printed and stored of any one answer stays small however large the answer."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
 
 class UsageError(Exception):
     """The run could not start: bad option, unloadable target, unusable adapter."""
@@ -35,10 +48,12 @@ class PropertyViolation(Exception):
         message: str,
         rows: Sequence[tuple[str, str, str]] = (),
     ) -> None:
+        message = clip(message, MAX_MESSAGE)
         super().__init__(f"[{prop}] {message}")
         self.prop = prop
         self.message = message
-        self.rows: tuple[tuple[str, str, str], ...] = tuple(rows)
+        self.rows: tuple[tuple[str, str, str], ...] = tuple(
+            (clip(a, MAX_CELL), clip(s, MAX_CELL), clip(t, MAX_CELL)) for a, s, t in rows)
         self.trace: tuple[Call, ...] = ()
         self.generated: int = 0
         """Calls of ``trace`` before the final drain (the rest are the drain's)."""

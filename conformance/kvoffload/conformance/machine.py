@@ -1,30 +1,37 @@
 """The Hypothesis stateful machine that generates calls for the lockstep driver.
 
-One machine class is built per target and configuration (saved failures and seeds stay
-apart), and each example gets a fresh target instance. Every call is drawn from the
-spec's state only (never from the target's), so draws stay valid while Hypothesis
-explores. The alphabet covers the whole API plus what real schedulers and workers send
-on bad days: duplicate keys, failed stores, resets with copies in flight, misuse, and
-completions from before a reset. Each enabled assumption stops the calls it excludes
-(the spec's ``Assumption.excludes`` has the final word on every call).
+Each run gets a subclass of :class:`LockstepMachine` carrying its :class:`Setup`
+(target, configuration, counters), so saved failures and seeds stay apart, and each
+example gets a fresh target instance. Every call is drawn from the spec's state only
+(never from the target's), so draws stay valid while Hypothesis explores. The alphabet
+covers the whole API plus what real schedulers and workers send on bad days: duplicate
+keys, failed stores, resets with copies in flight, misuse, and completions from before
+a reset. Each enabled assumption stops the calls it excludes (the spec's
+``Assumption.excludes`` has the final word on every call).
 
-Why one rule, not one rule per operation: measured on this suite, Hypothesis's rule
-selection (preconditions, feature flags) took about 40% of a run, and argument-free
-rules such as ``reset_cache`` got a third of all steps, which kept states shallow.
-So each step draws a single integer whose seeded generator makes a short burst of
-calls, each picking the operation by weights that depend on the spec's state (an
-operation with nothing to act on has weight 0, the role a precondition plays) and
-then its arguments. Each
-example also switches a random fifth of the operations off ("swarm testing", as
-Hypothesis's own feature flags do), which reaches states that need long runs without,
-say, resets. Hypothesis finds failures; :mod:`.shrink` shrinks them as call lists.
+Why one rule, not one rule per operation (the departure from Hypothesis's usual
+``RuleBasedStateMachine`` style, measured in docs/conformance.md): Hypothesis's rule
+selection (preconditions, feature flags, one draw per argument) cost more than the
+lockstep step itself, and argument-free rules such as ``reset_cache`` got a third of
+all steps, which kept states shallow. So each step draws a single integer whose seeded
+generator makes a burst of calls, each picking the operation by weights that depend on
+the spec's state (an operation with nothing to act on has weight 0, the role a
+precondition plays) and then its arguments. Each example also switches a random fifth
+of the operations off ("swarm testing", as Hypothesis's own feature flags do), which
+reaches states that need long runs without, say, resets. Hypothesis finds failures;
+:mod:`.shrink` shrinks them as call lists.
+
+Properties already failed in an earlier round of the run (``Setup.silenced``) are not
+checked again: a divergence of one of them ends the current target quietly and the
+example goes on with a fresh one (see :mod:`.runner`).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
@@ -43,13 +50,14 @@ from kvoffload.spec import (
 
 from .adapter_api import Adapter, Capabilities
 from .config import CheckConfig
+from .errors import PropertyViolation
 from .lockstep import Lockstep
 
 CHOICE = st.integers(0, 2**32 - 1)
 """One draw per step: Hypothesis costs about 0.1 ms per value drawn, more than a
 lockstep step, and the suite shrinks call traces itself."""
 
-BURST = 4
+BURST = 8
 """Calls per Hypothesis step: each step's generator makes this many calls in a row,
 which divides Hypothesis's per-step cost among them (``--steps`` still counts calls)."""
 
@@ -60,6 +68,13 @@ WEIGHTS: dict[str, float] = {
     "prepare_load_not_ready": 1, "complete_load_unmatched": 1, "complete_future_epoch": 0.5,
 }
 """Relative frequency of each kind of call, where it is possible at all."""
+
+NEEDS: dict[str, str] = {
+    "complete_store": "storing", "prepare_load": "ready", "complete_load": "reading",
+    "complete_stale": "orphans", "reset_cache": "reset",
+}
+"""The operations possible only in some states: the fact about the spec's state each
+needs (see :meth:`LockstepMachine._facts`)."""
 
 
 def key_pool(capacity: int) -> tuple[str, ...]:
@@ -86,254 +101,314 @@ class Counters:
         self.failures = 0
 
 
+@dataclass
+class Setup:
+    """What one run's machine class drives, and under which configuration."""
+
+    make_adapter: Callable[[int], Adapter]
+    capabilities: Capabilities
+    config: CheckConfig
+    counters: Counters = field(default_factory=Counters)
+    on_progress: Callable[[Counters], None] | None = None
+    silenced: frozenset[str] = frozenset()
+    """Properties that failed in an earlier round: not checked again."""
+
+    def __post_init__(self) -> None:
+        config, caps = self.config, self.capabilities
+        self.unique = config.assumes("unique-keys")
+        self.stale = not config.assumes("no-stale-completions")
+        self.reset_in_flight = not config.assumes("no-reset-in-flight")
+        misuse = not config.assumes("no-misuse")
+        self.allowed = {
+            "touch": caps.touch, "reset_cache": caps.reset, "take_events": caps.events,
+            "complete_stale": self.stale and caps.reset,
+            "prepare_load_not_ready": misuse, "complete_load_unmatched": misuse,
+            "complete_future_epoch": misuse and caps.completion_epochs,
+        }
+        """Operations this target and configuration allow at all (absent: allowed)."""
+
+
+def key_list(rng: random.Random, pool: Sequence[Key], unique: bool,
+             at_most: int = 0) -> tuple[Key, ...]:
+    """1 .. ``at_most`` keys from ``pool`` (default: one more than fit, as the pool has
+    three more); repeats allowed unless ``unique``."""
+    count = rng.randint(1, at_most or len(pool) - 2)
+    if unique:
+        return tuple(rng.sample(list(pool), min(count, len(pool))))
+    return tuple(rng.choice(pool) for _ in range(count))
+
+
+class LockstepMachine(RuleBasedStateMachine):
+    """Spec and target in lockstep; see the module docstring. Subclassed per run by
+    :func:`build_machine`, which sets ``setup``."""
+
+    setup: ClassVar[Setup]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.run: Lockstep | None = None
+        self.capacity = 1
+        self.groups: list[_Group] = []
+        self.broken = False
+        self.enabled: tuple[tuple[str, float, str | None], ...] = ()
+        self.keys: tuple[Key, ...] = ()
+        self.gone: list[Key] = []
+        """Keys evicted (or dropped by a reset) so far, oldest first."""
+        self._options: tuple[CacheState | None, tuple[str, ...], tuple[float, ...]] = (
+            None, (), ())
+        tally = self.setup.counters
+        tally.examples += 1
+        if self.setup.on_progress is not None:
+            self.setup.on_progress(tally)
+
+    @initialize(size=CHOICE, mix=CHOICE)
+    def begin(self, size: int, mix: int) -> None:
+        """A fresh target (and spec) of 1 .. capacity slots; this example's op mix."""
+        self.capacity = 1 + size % self.setup.config.capacity
+        self._fresh_target()
+        self.keys = key_pool(self.capacity)
+        rng = random.Random(mix)
+        allowed = self.setup.allowed
+        enabled = []
+        for name, weight in WEIGHTS.items():
+            off = name != "prepare_store" and rng.random() < 0.2
+            if not off and allowed.get(name, True):
+                enabled.append((name, weight, NEEDS.get(name)))
+        self.enabled = tuple(enabled)
+
+    @rule(x=CHOICE)
+    def step(self, x: int) -> None:
+        """A burst of BURST calls, each chosen and built from ``x``'s generator."""
+        rng = random.Random(x)
+        for _ in range(BURST):
+            names, weights = self._choices()
+            getattr(self, rng.choices(names, weights)[0])(rng)
+
+    def teardown(self) -> None:
+        setup = self.setup
+        if self.run is not None and not self.broken:
+            try:
+                self.run.drain(stale_completions=setup.stale)
+            except PropertyViolation as violation:
+                if violation.prop not in setup.silenced:
+                    setup.counters.failures += 1
+                    raise
+        if setup.on_progress is not None:
+            setup.on_progress(setup.counters)
+
+    # --- bookkeeping -----------------------------------------------------------------
+
+    def _fresh_target(self) -> None:
+        config = replace(self.setup.config, capacity=self.capacity)
+        self.run = Lockstep(self.setup.make_adapter(self.capacity), config,
+                            silenced=self.setup.silenced)
+        self.groups = []
+
+    @property
+    def lockstep(self) -> Lockstep:
+        if self.run is None:
+            raise RuntimeError("a step ran before the example's target was built")
+        return self.run
+
+    @property
+    def state(self) -> CacheState:
+        return self.lockstep.state
+
+    def _do(self, call: Call) -> object:
+        """Step the lockstep driver (unless an assumption excludes ``call``)."""
+        setup = self.setup
+        if excluded_by(self.state, call, setup.config.assumptions) is not None:
+            return None
+        setup.counters.steps += 1
+        try:
+            output = self.lockstep.step(call)
+        except PropertyViolation as violation:
+            if violation.prop in setup.silenced:
+                self._fresh_target()  # already reported: go on with a fresh target
+                return None
+            self.broken = True
+            setup.counters.failures += 1
+            raise
+        except BaseException:
+            self.broken = True
+            setup.counters.failures += 1
+            raise
+        if isinstance(output, StorePlan):
+            self.gone.extend(output.evicted)
+            if output.keys:
+                self.groups.append(_Group(CopyKind.STORE, output.epoch, output.keys))
+        elif isinstance(output, LoadPlan) and output.keys:
+            self.groups.append(_Group(CopyKind.LOAD, output.epoch, output.keys))
+        return output
+
+    def _facts(self, state: CacheState) -> dict[str, bool]:
+        """What the state-dependent operations need, read off the spec's state."""
+        storing = reading = False
+        for block in state.blocks:
+            storing = storing or block.phase is Phase.STORING
+            reading = reading or block.readers > 0
+        orphans = bool(state.orphans)
+        return {"storing": storing, "reading": reading, "orphans": orphans,
+                "ready": any(b.phase is Phase.READY for b in state.blocks),
+                "reset": self.setup.reset_in_flight or not (storing or reading or orphans)}
+
+    def _choices(self) -> tuple[tuple[str, ...], tuple[float, ...]]:
+        """The operations possible now and their weights (recomputed only when the spec's
+        state changed since the last call)."""
+        state = self.state
+        cached, names, weights = self._options
+        if cached is state:
+            return names, weights
+        facts = self._facts(state)
+        chosen = [(n, w) for n, w, need in self.enabled if need is None or facts[need]]
+        names, weights = tuple(n for n, _ in chosen), tuple(w for _, w in chosen)
+        self._options = (state, names, weights)
+        return names, weights
+
+    def _still_running(self, kind: CopyKind, epoch: int, key: Key) -> bool:
+        state = self.state
+        if epoch < state.epoch:
+            return state.orphan(key, kind, epoch) is not None
+        block = state.table.get(key)
+        if block is None:
+            return False
+        return block.phase is Phase.STORING if kind is CopyKind.STORE else block.readers > 0
+
+    def _jobs(self, kind: CopyKind | None, stale: bool) -> list[_Group]:
+        """The jobs still running (keys not yet completed), of ``kind`` (any if None),
+        from before the last reset (``stale``) or from this epoch."""
+        live = [_Group(g.kind, g.epoch, tuple(k for k in g.keys
+                                              if self._still_running(g.kind, g.epoch, k)))
+                for g in self.groups]
+        self.groups = [g for g in live if g.keys]
+        epoch = self.state.epoch
+        return [g for g in self.groups if (kind is None or g.kind is kind)
+                and (g.epoch < epoch if stale else g.epoch == epoch)]
+
+    def _complete(self, rng: random.Random, job: _Group) -> None:
+        """A completion for (part of) ``job``, in vLLM's form or naming its epoch."""
+        chosen = job.keys
+        if len(chosen) > 1 and rng.random() >= 0.7:
+            chosen = key_list(rng, chosen, self.setup.unique, len(chosen))
+        if self.setup.capabilities.completion_epochs and rng.random() < 0.5:
+            epoch, origin = job.epoch, None
+        else:
+            epoch, origin = None, (job.epoch if job.epoch < self.state.epoch else None)
+        if job.kind is CopyKind.STORE:
+            self._do(Call(Op.COMPLETE_STORE, chosen, success=rng.random() < 0.75,
+                          epoch=epoch, origin=origin))
+        else:
+            self._do(Call(Op.COMPLETE_LOAD, chosen, epoch=epoch, origin=origin))
+
+    def _store_keys(self, rng: random.Random) -> tuple[Key, ...]:
+        """Keys to store; often one evicted lately comes back (ARC's ghost hits)."""
+        unique = self.setup.unique
+        chosen = key_list(rng, self.keys, unique)
+        if self.gone and rng.random() < 0.35:
+            back = rng.choice(self.gone[-3:])
+            chosen = (back, *(k for k in chosen[1:] if not unique or k != back))
+        return chosen
+
+    # --- the alphabet ----------------------------------------------------------------
+
+    def lookup(self, rng: random.Random) -> None:
+        """Mostly keys the tier holds (STORING or READY): that is where bugs are."""
+        live = sorted(self.state.table, key=repr)
+        pool = live if live and rng.random() < 0.6 else self.keys
+        self._do(Call(Op.LOOKUP, (rng.choice(pool),)))
+
+    def prepare_store(self, rng: random.Random) -> None:
+        self._do(Call(Op.PREPARE_STORE, self._store_keys(rng)))
+
+    def store_and_complete(self, rng: random.Random) -> None:
+        """The common case in two calls: a store, then its successful completion
+        (reaches the deep LRU / ARC states that eviction-order bugs need)."""
+        plan = self._do(Call(Op.PREPARE_STORE, self._store_keys(rng)))
+        if isinstance(plan, StorePlan) and plan.keys:
+            self._do(Call(Op.COMPLETE_STORE, plan.keys))
+
+    def complete_store(self, rng: random.Random) -> None:
+        jobs = self._jobs(CopyKind.STORE, stale=False)
+        if jobs:
+            self._complete(rng, rng.choice(jobs))
+
+    def complete_store_unmatched(self, rng: random.Random) -> None:
+        """A completion for a key with no store running: the spec ignores it."""
+        running = {k for g in self._jobs(CopyKind.STORE, False) + self._jobs(None, True)
+                   if g.kind is CopyKind.STORE for k in g.keys}
+        idle = tuple(k for k in self.keys if k not in running)
+        if idle:
+            self._do(Call(Op.COMPLETE_STORE, key_list(rng, idle, self.setup.unique, 2),
+                          success=rng.random() < 0.5))
+
+    def prepare_load(self, rng: random.Random) -> None:
+        ready = tuple(sorted(self.state.keys_in(Phase.READY), key=repr))
+        self._do(Call(Op.PREPARE_LOAD,
+                      key_list(rng, ready, self.setup.unique, len(ready) + 1)))
+
+    def complete_load(self, rng: random.Random) -> None:
+        jobs = self._jobs(CopyKind.LOAD, stale=False)
+        if jobs:
+            self._complete(rng, rng.choice(jobs))
+
+    def touch(self, rng: random.Random) -> None:
+        """Mostly READY keys: touching anything else changes no eviction order."""
+        ready = tuple(sorted(self.state.keys_in(Phase.READY), key=repr))
+        pool = ready if ready and rng.random() < 0.7 else self.keys
+        self._do(Call(Op.TOUCH, key_list(rng, pool, self.setup.unique, len(self.keys) - 2)))
+
+    def reset_cache(self, rng: random.Random) -> None:
+        """A reset; the keys it drops come back soon (the scheduler recomputes them),
+        those whose copies still run last, as the likeliest to come back."""
+        table = self.state.table
+        dropped = sorted(sorted(table, key=repr), key=lambda k: table[k].phase
+                         is Phase.STORING or table[k].readers > 0)
+        if self._do(Call(Op.RESET_CACHE)) is not None:
+            self.gone.extend(dropped)
+
+    def take_events(self, rng: random.Random) -> None:
+        self._do(Call(Op.TAKE_EVENTS))
+
+    def complete_stale(self, rng: random.Random) -> None:
+        """A completion of a job that started before the last reset."""
+        jobs = self._jobs(None, stale=True)
+        if jobs:
+            self._complete(rng, rng.choice(jobs))
+
+    def prepare_load_not_ready(self, rng: random.Random) -> None:
+        """Misuse: prepare_load naming a key that is absent or still being stored."""
+        chosen = key_list(rng, self.keys, self.setup.unique)
+        if any(self.state.phase(k) is not Phase.READY for k in chosen):
+            self._do(Call(Op.PREPARE_LOAD, chosen))
+
+    def complete_load_unmatched(self, rng: random.Random) -> None:
+        """Misuse: complete_load naming a key that nobody is reading."""
+        chosen = key_list(rng, self.keys, self.setup.unique, 2)
+        epoch = self.state.epoch
+        if not all(self._still_running(CopyKind.LOAD, epoch, k) for k in chosen):
+            self._do(Call(Op.COMPLETE_LOAD, chosen))
+
+    def complete_future_epoch(self, rng: random.Random) -> None:
+        """Misuse: a completion naming an epoch that has not begun."""
+        op = rng.choice((Op.COMPLETE_STORE, Op.COMPLETE_LOAD))
+        self._do(Call(op, (rng.choice(self.keys),), epoch=self.state.epoch + rng.randint(1, 2)))
+
+
 def build_machine(
     make_adapter: Callable[[int], Adapter],
     capabilities: Capabilities,
     config: CheckConfig,
     counters: Counters | None = None,
     on_progress: Callable[[Counters], None] | None = None,
-) -> type[RuleBasedStateMachine]:
-    """A RuleBasedStateMachine class driving a fresh target from ``make_adapter``.
+    silenced: frozenset[str] = frozenset(),
+) -> type[LockstepMachine]:
+    """A :class:`LockstepMachine` subclass driving fresh targets from ``make_adapter``.
 
     Each example first draws its tier size from ``1 .. config.capacity``: small tiers
     reach rejections and evictions at once, larger ones the deeper LRU / ARC states.
     Its keys are three more than fit, so stores evict and evicted keys come back
     (ARC's ghost hits).
     """
-    unique = config.assumes("unique-keys")
-    misuse = not config.assumes("no-misuse")
-    stale = not config.assumes("no-stale-completions")
-    reset_in_flight = not config.assumes("no-reset-in-flight")
-    tally = counters if counters is not None else Counters()
-
-    def key_list(rng: random.Random, pool: Sequence[Key], at_most: int = 0) -> tuple[Key, ...]:
-        """1 .. ``at_most`` keys from ``pool`` (default: one more than fit, as the pool
-        has three more); repeats allowed unless unique-keys."""
-        count = rng.randint(1, at_most or len(pool) - 2)
-        if unique:
-            return tuple(rng.sample(list(pool), min(count, len(pool))))
-        return tuple(rng.choice(pool) for _ in range(count))
-
-    def some_of(rng: random.Random, job: tuple[Key, ...]) -> tuple[Key, ...]:
-        """All of a job's keys (usually), or a part of them."""
-        if len(job) == 1 or rng.random() < 0.7:
-            return job
-        return key_list(rng, job, len(job))
-
-    class LockstepMachine(RuleBasedStateMachine):
-        """Spec and target in lockstep; see the module docstring."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.run: Lockstep | None = None
-            self.groups: list[_Group] = []
-            self.broken = False
-            self.mask: dict[str, float] = dict(WEIGHTS)
-            self.options: tuple[tuple[str, ...], tuple[float, ...]] = ((), ())
-            self.keys: tuple[Key, ...] = ()
-            self.gone: list[Key] = []
-            """Keys evicted (or dropped by a reset) so far, oldest first."""
-            tally.examples += 1
-            if on_progress is not None:
-                on_progress(tally)
-
-        @initialize(capacity=st.integers(1, config.capacity), mix=CHOICE)
-        def begin(self, capacity: int, mix: int) -> None:
-            """A fresh target (and spec) of ``capacity`` slots; this example's op mix."""
-            self.run = Lockstep(make_adapter(capacity), replace(config, capacity=capacity))
-            self.keys = key_pool(capacity)
-            rng = random.Random(mix)
-            for name in WEIGHTS:
-                if name != "prepare_store" and rng.random() < 0.2:
-                    self.mask[name] = 0.0
-            self._survey()
-
-        @rule(x=CHOICE)
-        def step(self, x: int) -> None:
-            """A burst of BURST calls, each chosen and built from ``x``'s generator."""
-            rng = random.Random(x)
-            for _ in range(BURST):
-                names, weights = self.options
-                getattr(self, rng.choices(names, weights)[0])(rng)
-
-        # --- bookkeeping -------------------------------------------------------------
-
-        @property
-        def lockstep(self) -> Lockstep:
-            if self.run is None:
-                raise RuntimeError("a step ran before the example's target was built")
-            return self.run
-
-        @property
-        def state(self) -> CacheState:
-            return self.lockstep.state
-
-        def _do(self, call: Call) -> object:
-            """Step the lockstep driver (unless an assumption excludes ``call``)."""
-            if excluded_by(self.state, call, config.assumptions) is not None:
-                return None
-            tally.steps += 1
-            try:
-                output = self.lockstep.step(call)
-            except BaseException:
-                self.broken = True
-                tally.failures += 1
-                raise
-            if isinstance(output, StorePlan):
-                self.gone.extend(output.evicted)
-            if isinstance(output, StorePlan) and output.keys:
-                self.groups.append(_Group(CopyKind.STORE, output.epoch, output.keys))
-            elif isinstance(output, LoadPlan) and output.keys:
-                self.groups.append(_Group(CopyKind.LOAD, output.epoch, output.keys))
-            self._survey()
-            return output
-
-        def _survey(self) -> None:
-            """Recompute, once per step, what calls can act on (the spec's view)."""
-            state = self.state
-            live = [_Group(g.kind, g.epoch, self._outstanding(g)) for g in self.groups]
-            self.groups = [g for g in live if g.keys]
-            self.stores = [g for g in self.groups
-                           if g.kind is CopyKind.STORE and g.epoch == state.epoch]
-            self.loads = [g for g in self.groups
-                          if g.kind is CopyKind.LOAD and g.epoch == state.epoch]
-            self.stale_jobs = [g for g in self.groups if g.epoch < state.epoch]
-            self.ready = tuple(sorted(state.keys_in(Phase.READY), key=repr))
-            self.live = tuple(sorted(state.table, key=repr))
-            running = {k for g in self.groups if g.kind is CopyKind.STORE for k in g.keys}
-            self.idle = tuple(k for k in self.keys if k not in running)
-            self.in_flight = state.in_flight()
-            names = tuple(n for n, w in self.mask.items() if w and self._possible(n))
-            self.options = (names, tuple(self.mask[n] for n in names))
-
-        def _possible(self, name: str) -> bool:
-            """Can this kind of call be made now, in this configuration (the model only)?"""
-            return {
-                "complete_store": bool(self.stores),
-                "complete_store_unmatched": bool(self.idle),
-                "prepare_load": bool(self.ready),
-                "complete_load": bool(self.loads),
-                "touch": capabilities.touch,
-                "reset_cache": capabilities.reset and (reset_in_flight or not self.in_flight),
-                "take_events": capabilities.events,
-                "complete_stale": stale and bool(self.stale_jobs),
-                "prepare_load_not_ready": misuse,
-                "complete_load_unmatched": misuse,
-                "complete_future_epoch": misuse and capabilities.completion_epochs,
-            }.get(name, True)
-
-        def _still_running(self, kind: CopyKind, epoch: int, key: Key) -> bool:
-            state = self.state
-            if epoch < state.epoch:
-                return state.orphan(key, kind, epoch) is not None
-            block = state.table.get(key)
-            if block is None:
-                return False
-            return block.phase is Phase.STORING if kind is CopyKind.STORE else block.readers > 0
-
-        def _outstanding(self, group: _Group) -> tuple[Key, ...]:
-            return tuple(k for k in group.keys if self._still_running(group.kind, group.epoch, k))
-
-        def _complete(self, rng: random.Random, job: _Group) -> None:
-            """A completion for (part of) ``job``, in vLLM's form or naming its epoch."""
-            chosen = some_of(rng, job.keys)
-            if capabilities.completion_epochs and rng.random() < 0.5:
-                epoch, origin = job.epoch, None
-            else:
-                epoch, origin = None, (job.epoch if job.epoch < self.state.epoch else None)
-            if job.kind is CopyKind.STORE:
-                self._do(Call(Op.COMPLETE_STORE, chosen, success=rng.random() < 0.75,
-                              epoch=epoch, origin=origin))
-            else:
-                self._do(Call(Op.COMPLETE_LOAD, chosen, epoch=epoch, origin=origin))
-
-        # --- the alphabet ------------------------------------------------------------
-
-        def lookup(self, rng: random.Random) -> None:
-            """Mostly keys the tier holds (STORING or READY): that is where bugs are."""
-            live = self.live if self.live and rng.random() < 0.6 else self.keys
-            self._do(Call(Op.LOOKUP, (rng.choice(live),)))
-
-        def _store_keys(self, rng: random.Random) -> tuple[Key, ...]:
-            """Keys to store; often one evicted lately comes back (ARC's ghost hits)."""
-            chosen = key_list(rng, self.keys)
-            if self.gone and rng.random() < 0.35:
-                back = rng.choice(self.gone[-3:])
-                chosen = (back, *(k for k in chosen[1:] if not unique or k != back))
-            return chosen
-
-        def prepare_store(self, rng: random.Random) -> None:
-            self._do(Call(Op.PREPARE_STORE, self._store_keys(rng)))
-
-        def store_and_complete(self, rng: random.Random) -> None:
-            """The common case in two calls: a store, then its successful completion
-            (reaches the deep LRU / ARC states that eviction-order bugs need)."""
-            plan = self._do(Call(Op.PREPARE_STORE, self._store_keys(rng)))
-            if isinstance(plan, StorePlan) and plan.keys:
-                self._do(Call(Op.COMPLETE_STORE, plan.keys))
-
-        def complete_store(self, rng: random.Random) -> None:
-            self._complete(rng, rng.choice(self.stores))
-
-        def complete_store_unmatched(self, rng: random.Random) -> None:
-            """A completion for a key with no store running: the spec ignores it."""
-            self._do(Call(Op.COMPLETE_STORE, key_list(rng, self.idle, 2),
-                          success=rng.random() < 0.5))
-
-        def prepare_load(self, rng: random.Random) -> None:
-            self._do(Call(Op.PREPARE_LOAD, key_list(rng, self.ready, len(self.ready) + 1)))
-
-        def complete_load(self, rng: random.Random) -> None:
-            self._complete(rng, rng.choice(self.loads))
-
-        def touch(self, rng: random.Random) -> None:
-            """Mostly READY keys: touching anything else changes no eviction order."""
-            pool = self.ready if self.ready and rng.random() < 0.7 else self.keys
-            self._do(Call(Op.TOUCH, key_list(rng, pool, len(self.keys) - 2)))
-
-        def reset_cache(self, rng: random.Random) -> None:
-            """A reset; the keys it drops come back soon (the scheduler recomputes them),
-            those whose copies still run last, as the likeliest to come back."""
-            state = self.state
-            dropped = sorted(self.live, key=lambda k: state.table[k].phase is Phase.STORING
-                             or state.table[k].readers > 0)
-            if self._do(Call(Op.RESET_CACHE)) is not None:
-                self.gone.extend(dropped)
-
-        def take_events(self, rng: random.Random) -> None:
-            self._do(Call(Op.TAKE_EVENTS))
-
-        def complete_stale(self, rng: random.Random) -> None:
-            """A completion of a job that started before the last reset."""
-            self._complete(rng, rng.choice(self.stale_jobs))
-
-        def prepare_load_not_ready(self, rng: random.Random) -> None:
-            """Misuse: prepare_load naming a key that is absent or still being stored."""
-            chosen = key_list(rng, self.keys)
-            if any(self.state.phase(k) is not Phase.READY for k in chosen):
-                self._do(Call(Op.PREPARE_LOAD, chosen))
-
-        def complete_load_unmatched(self, rng: random.Random) -> None:
-            """Misuse: complete_load naming a key that nobody is reading."""
-            chosen = key_list(rng, self.keys, 2)
-            epoch = self.state.epoch
-            if not all(self._still_running(CopyKind.LOAD, epoch, k) for k in chosen):
-                self._do(Call(Op.COMPLETE_LOAD, chosen))
-
-        def complete_future_epoch(self, rng: random.Random) -> None:
-            """Misuse: a completion naming an epoch that has not begun."""
-            op = rng.choice((Op.COMPLETE_STORE, Op.COMPLETE_LOAD))
-            self._do(Call(op, (rng.choice(self.keys),), epoch=self.state.epoch + rng.randint(1, 2)))
-
-        def teardown(self) -> None:
-            if self.run is not None and not self.broken:
-                try:
-                    self.run.drain(stale_completions=stale)
-                except BaseException:
-                    tally.failures += 1
-                    raise
-            if on_progress is not None:
-                on_progress(tally)
-
-    LockstepMachine.__name__ = LockstepMachine.__qualname__ = "LockstepMachine"
-    return LockstepMachine
+    setup = Setup(make_adapter, capabilities, config, counters or Counters(), on_progress,
+                  silenced)
+    return type("LockstepMachine", (LockstepMachine,), {"setup": setup})

@@ -1,14 +1,26 @@
 """pytest plugin (entry point ``pytest11: kvoffload``): the suite as test items.
 
-``pytest --kvoffload-target=TARGET [--kvoffload-...]`` adds one test item per TARGET
-(the option repeats); it fails with the violated property, the shrunk trace and the
+``pytest --kvoffload-target=TARGET [--kvoffload-...]`` adds test items per TARGET (the
+option repeats); an item fails with the violated property, the shrunk trace and the
 spec-versus-target table, and writes report.json and a reproducer under
 ``--kvoffload-report-dir``. Without ``--kvoffload-target`` the plugin adds nothing and
 imports nothing heavy, so it costs nothing in other projects' test runs.
+
+Scale-out: ``--kvoffload-shards N`` splits each target's budget (``--kvoffload-max-examples``)
+into N items with disjoint seeds, so ``pytest -n auto`` (pytest-xdist) runs one target
+on every core (or host). The controlling process (the only one without xdist) gathers
+every item's outcome and, at the end of the session, writes one merged report.json per
+sharded target and, with ``--kvoffload-junit``, one JUnit case per target.
+
+Item ids are ``kvoffload[TARGET]`` (``kvoffload[TARGET#shard2of4]`` when sharded): stable
+across runs, so ``pytest --lf`` reruns only what failed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +28,10 @@ from typing import Any
 import pytest
 
 _OPTIONS = ("adapter", "profile", "policy", "level", "assume", "capacity", "max_examples",
-            "steps", "seed", "report_dir")
+            "steps", "seed", "call_timeout")
+_RECORD = "kvoffload"
+"""The user property each item leaves for the controlling process (a JSON string)."""
+MERGED_SCHEMA = "kvoffload-conformance-shards/1"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -31,15 +46,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kvoffload-level", default="any", help="any or exact")
     group.addoption("--kvoffload-assume", action="append", default=[], metavar="NAME",
                     help="an assumption the target relies on (repeatable)")
-    group.addoption("--kvoffload-capacity", type=int, default=None,
-                    help="the largest tier in slots (default 4)")
-    group.addoption("--kvoffload-max-examples", type=int, default=None,
-                    help="examples per target (default 300)")
-    group.addoption("--kvoffload-steps", type=int, default=None,
-                    help="calls per example (default 150)")
-    group.addoption("--kvoffload-seed", type=int, default=None, help="random seed")
+    group.addoption("--kvoffload-capacity", default=None,
+                    help="the largest tier in slots (default 4, at most 1024)")
+    group.addoption("--kvoffload-max-examples", default=None,
+                    help="examples per target, split over its shards (default 300)")
+    group.addoption("--kvoffload-steps", default=None, help="calls per example (default 150)")
+    group.addoption("--kvoffload-seed", default=None,
+                    help="random seed (default: --hypothesis-seed, else a fresh one)")
+    group.addoption("--kvoffload-call-timeout", default=None, metavar="SECONDS",
+                    help="a call into the target running longer is a liveness failure "
+                         "(default 10; 0: no limit)")
+    group.addoption("--kvoffload-stop-at-first", action="store_true",
+                    help="end each run at the first failing property")
+    group.addoption("--kvoffload-shards", default="1", metavar="N",
+                    help="split each target's budget into N items with disjoint seeds "
+                         "(with pytest -n, one target runs on every core)")
     group.addoption("--kvoffload-report-dir", default="kvoffload-report",
                     help="where report.json and reproducers go (one folder per target)")
+    group.addoption("--kvoffload-no-database", action="store_true",
+                    help="do not keep or replay failing examples (default: kept in "
+                         "REPORT_DIR/hypothesis-db)")
+    group.addoption("--kvoffload-junit", default=None, metavar="PATH",
+                    help="JUnit XML with one case per target (shards merged)")
 
 
 class ConformanceFailure(Exception):
@@ -47,48 +75,66 @@ class ConformanceFailure(Exception):
 
 
 class ConformanceItem(pytest.Item):
-    """One TARGET checked under the session's --kvoffload-* configuration."""
+    """One TARGET (or one shard of its budget) checked under the session's
+    --kvoffload-* configuration."""
 
-    def __init__(self, *, target: str, options: dict[str, Any], **kwargs: Any) -> None:
+    def __init__(self, *, target: str, options: dict[str, Any], shard: int = 0,
+                 shards: int = 1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.target = target
         self.options = options
+        self.shard = shard
+        self.shards = shards
 
     def runtest(self) -> None:
-        from kvoffload.spec import Policy
-
-        from .config import (
-            DEFAULT_CAPACITY,
-            DEFAULT_MAX_EXAMPLES,
-            DEFAULT_STEPS,
-            CheckConfig,
-            Level,
-            Profile,
-        )
         from .errors import UsageError
-        from .report import configuration_text, counterexample_text, write_check_report
+        from .report import configuration_text, failures_text, write_check_report
         from .runner import run_check
+        from .targets import absolute_target
 
-        o = self.options
+        folder = Path(self.options["report_dir"]) / folder_name(self.target)
+        if self.shards > 1:
+            folder = folder / f"shard-{self.shard + 1}-of-{self.shards}"
         try:
-            config = CheckConfig(
-                profile=Profile(o["profile"]), policy=Policy(o["policy"]),
-                level=Level(o["level"]), assume=tuple(o["assume"]),
-                capacity=o["capacity"] or DEFAULT_CAPACITY,
-                max_examples=o["max_examples"] or DEFAULT_MAX_EXAMPLES,
-                steps=o["steps"] or DEFAULT_STEPS, seed=o["seed"], adapter=o["adapter"])
-            result = run_check(self.target, config)
-        except (UsageError, ValueError) as error:
+            config = self._config()
+            result = run_check(absolute_target(self.target), config)
+        except UsageError as error:
+            self._record({"verdict": "error", "error": str(error)}, None)
             raise ConformanceFailure(f"cannot check {self.target}: {error}") from error
-        folder = Path(o["report_dir"]) / _folder_name(self.target)
-        _, reproducer = write_check_report(result, folder)
+        report, reproducer = write_check_report(result, folder)
         self.user_properties.append(("verdict", result.verdict))
+        self._record(_shard_record(result, reproducer), report)
         if result.violation is not None:
             raise ConformanceFailure(
                 configuration_text(result) + "\n\n"
-                + counterexample_text(result.violation, str(reproducer) if reproducer else None))
+                + failures_text(result, folder))
         if result.error is not None:
             raise ConformanceFailure(f"the run did not finish: {result.error}")
+        if result.verdict == "interrupted":
+            raise KeyboardInterrupt
+
+    def _config(self) -> Any:
+        from dataclasses import replace
+
+        from .config import CheckConfig
+        from .errors import UsageError
+
+        o = self.options
+        config = CheckConfig.from_options(
+            **{name: o[name] for name in _OPTIONS if name != "seed"},
+            database=None if o["no_database"] else Path(o["report_dir"]) / "hypothesis-db",
+            stop_at_first=o["stop_at_first"], spelling="--kvoffload-")
+        total = config.max_examples
+        if self.shards > total:
+            raise UsageError(f"--kvoffload-shards {self.shards} is more than "
+                             f"--kvoffload-max-examples {total}: every shard needs one")
+        share = total // self.shards + (1 if self.shard < total % self.shards else 0)
+        return replace(config, max_examples=share, seed=shard_seed(o["seed"], self.shard))
+
+    def _record(self, record: dict[str, Any], report: Path | None) -> None:
+        record.update(target=self.target, shard=self.shard + 1, shards=self.shards,
+                      report=None if report is None else str(report.resolve()))
+        self.user_properties.append((_RECORD, json.dumps(record)))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str:
@@ -97,23 +143,173 @@ class ConformanceItem(pytest.Item):
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return Path("kvoffload"), None, f"kvoffload conformance: {self.target}"
+        return Path("kvoffload"), None, f"kvoffload conformance: {self.name}"
 
 
-def _folder_name(target: str) -> str:
+def shard_seed(base: int | None, shard: int) -> int | None:
+    """Shard ``shard``'s seed: ``base + shard`` (distinct for distinct shards)."""
+    return None if base is None else (base + shard) % 2**64
+
+
+def folder_name(target: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in target)[-80:]
+
+
+def _shard_record(result: Any, reproducer: Path | None) -> dict[str, Any]:
+    violations = getattr(result, "violations", None)
+    if violations is None:
+        violations = [] if result.violation is None else [result.violation]
+    failures = [{"property": v.prop, "message": v.message, "calls": len(v.trace)}
+                for v in violations]
+    if failures and reproducer is not None:
+        failures[0]["reproducer"] = str(reproducer.resolve())
+    return {"verdict": result.verdict, "seed": result.config.seed,
+            "configuration": result.config.describe(), "examples": result.examples,
+            "steps": result.steps, "seconds": round(result.seconds, 3),
+            "failures": failures, "error": result.error}
+
+
+def _base_seed(config: pytest.Config) -> int | None:
+    """--kvoffload-seed, else --hypothesis-seed, else (under xdist) one every worker
+    derives alike from the run's id, so shards stay disjoint; else None (fresh)."""
+    from .config import CheckConfig
+
+    given = config.getoption("--kvoffload-seed")
+    if given is not None:
+        return CheckConfig.from_options(seed=given, spelling="--kvoffload-").seed
+    hypothesis_seed = _hypothesis_seed(config)
+    if hypothesis_seed is not None:
+        return hypothesis_seed
+    workerinput = getattr(config, "workerinput", None)
+    if isinstance(workerinput, dict) and "testrunuid" in workerinput:
+        return _digest(str(workerinput["testrunuid"]))
+    return None
+
+
+def _hypothesis_seed(config: pytest.Config) -> int | None:
+    try:
+        value = config.getoption("hypothesis_seed")
+    except ValueError:  # Hypothesis's pytest plugin is not loaded
+        return None
+    if value is None:
+        return None
+    text = str(value)
+    return int(text) if text.isdigit() else _digest(text)
+
+
+def _digest(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
+
+
+def _shard_count(config: pytest.Config) -> int:
+    text = str(config.getoption("--kvoffload-shards"))
+    if not text.isdigit() or int(text) < 1:
+        raise pytest.UsageError(f"--kvoffload-shards takes a whole number >= 1; got {text!r}")
+    return int(text)
 
 
 def _items(session: pytest.Session) -> Iterator[ConformanceItem]:
     config = session.config
-    options = {name: config.getoption(f"--kvoffload-{name.replace('_', '-')}")
-               for name in _OPTIONS}
+    options: dict[str, Any] = {
+        name: config.getoption(f"--kvoffload-{name.replace('_', '-')}")
+        for name in (*_OPTIONS, "report_dir", "no_database", "stop_at_first")}
+    options["seed"] = _base_seed(config)
+    shards = _shard_count(config)
+    if options["seed"] is None and shards > 1:
+        options["seed"] = random.SystemRandom().randrange(2**32)
     for target in config.getoption("--kvoffload-target"):
-        yield ConformanceItem.from_parent(session, name=f"kvoffload[{target}]", target=target,
-                                          options=options)
+        for shard in range(shards):
+            name = f"kvoffload[{target}]" if shards == 1 else (
+                f"kvoffload[{target}#shard{shard + 1}of{shards}]")
+            yield ConformanceItem.from_parent(session, name=name, target=target,
+                                              options=options, shard=shard, shards=shards)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
     if config.getoption("--kvoffload-target"):
         items.extend(_items(session))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--kvoffload-target") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(Merger(config), "kvoffload-merger")
+
+
+class Merger:
+    """In the controlling process: every item's outcome, merged per target at the end."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.records: dict[str, list[dict[str, Any]]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for name, value in report.user_properties:
+            if name == _RECORD and isinstance(value, str):
+                record = json.loads(value)
+                self.records.setdefault(record["target"], []).append(record)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from .report import junit_xml
+
+        report_dir = Path(self.config.getoption("--kvoffload-report-dir"))
+        cases: list[tuple[str, str, str | None, str | None, float]] = []
+        for target, records in self.records.items():
+            merged = merge(target, records)
+            if merged["shards"] > 1:
+                folder = report_dir / folder_name(target)
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / "report.json").write_text(json.dumps(merged, indent=2) + "\n",
+                                                    encoding="utf-8")
+            cases.append((target, "kvoffload", _failure_text(merged), None,
+                          merged["seconds"]))
+        junit = self.config.getoption("--kvoffload-junit")
+        if junit:
+            path = Path(junit)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(junit_xml("kvoffload-conformance", cases), encoding="utf-8")
+
+
+def merge(target: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One target's verdict from its shards' records: fails if any shard failed, error
+    if any could not run, interrupted if any was stopped, else conforms."""
+    records = sorted(records, key=lambda r: int(r["shard"]))
+    verdicts = {r["verdict"] for r in records}
+    shards = int(records[0]["shards"])
+    verdict = next((v for v in ("fails", "error", "interrupted") if v in verdicts),
+                   "conforms")
+    if verdict == "conforms" and len(records) < shards:
+        verdict = "incomplete"
+    configuration = dict(records[0].get("configuration") or {})
+    configuration.pop("seed", None)
+    configuration["max_examples"] = sum(
+        int((r.get("configuration") or {}).get("max_examples", 0)) for r in records)
+    return {
+        "schema": MERGED_SCHEMA,
+        "target": target,
+        "verdict": verdict,
+        "configuration": configuration,
+        "shards": shards,
+        "shards_run": len(records),
+        "examples": sum(int(r.get("examples", 0)) for r in records),
+        "steps": sum(int(r.get("steps", 0)) for r in records),
+        "seconds": max((float(r.get("seconds", 0.0)) for r in records), default=0.0),
+        "runs": [{key: r.get(key) for key in ("shard", "seed", "verdict", "examples", "steps",
+                                                "seconds", "failures", "error", "report")}
+                 for r in records],
+    }
+
+
+def _failure_text(merged: dict[str, Any]) -> str | None:
+    if merged["verdict"] in ("conforms",):
+        return None
+    lines = [f"{merged['target']}: {merged['verdict']}"]
+    for run in merged["runs"]:
+        for failure in run.get("failures") or []:
+            lines.append(f"shard {run['shard']} (seed {run['seed']}): property "
+                         f"{failure['property']!r}: {failure['message']}")
+        if run.get("error"):
+            lines.append(f"shard {run['shard']}: {run['error']}")
+    return "\n".join(lines)

@@ -18,7 +18,7 @@ from kvoffload.spec import Call
 
 from .errors import PropertyViolation, format_table
 from .properties import PROPERTIES, describe
-from .runner import CheckResult
+from .runner import CheckResult, Failure
 
 SCHEMA = "kvoffload-conformance-report/1"
 
@@ -46,8 +46,22 @@ def violation_json(violation: PropertyViolation, reproducer: str | None) -> dict
     }
 
 
-def result_json(result: CheckResult, reproducer: str | None = None) -> dict[str, Any]:
-    """report.json for one check."""
+def failure_json(failure: Failure, reproducer: str | None) -> dict[str, Any]:
+    """One distinct failure: its violation, how it replayed, when it was found."""
+    return {**violation_json(failure.violation, reproducer), "flaky": failure.flaky,
+            "replays": failure.replays, "reproduced": failure.reproduced,
+            "found_after_s": failure.found_after_s,
+            "found_trace_calls": failure.found_trace_calls}
+
+
+def result_json(result: CheckResult, reproducer: str | None = None,
+                reproducers: dict[str, str] | None = None) -> dict[str, Any]:
+    """report.json for one check. ``violation`` is the first failure (as before
+    ``violations`` listed them all); ``reproducers`` maps each property to its file."""
+    paths = dict(reproducers or {})
+    if reproducer is not None and result.violation is not None:
+        paths.setdefault(result.violation.prop, reproducer)
+    first = result.failures[0] if result.failures else None
     return {
         "schema": SCHEMA,
         "target": result.target,
@@ -58,9 +72,11 @@ def result_json(result: CheckResult, reproducer: str | None = None) -> dict[str,
         "properties": {"checked": list(result.checked), "not_checked": result.not_checked,
                        "descriptions": {p: PROPERTIES[p] for p in PROPERTIES}},
         "run": {"examples": result.examples, "steps": result.steps,
-                "seconds": round(result.seconds, 3), "flaky": result.flaky, **result.extra},
-        "violation": None if result.violation is None else violation_json(
-            result.violation, reproducer),
+                "seconds": round(result.seconds, 3), "flaky": result.flaky,
+                "stop_at_first": result.config.stop_at_first, **result.extra},
+        "violation": None if first is None else failure_json(
+            first, paths.get(first.violation.prop)),
+        "violations": [failure_json(f, paths.get(f.violation.prop)) for f in result.failures],
         "error": result.error,
     }
 
@@ -83,17 +99,19 @@ def configuration_text(result: CheckResult) -> str:
 
 def summary_text(result: CheckResult) -> str:
     """The summary table: one row per property."""
-    failed = result.violation.prop if result.violation is not None else None
+    failed = {f.violation.prop: f for f in result.failures}
     rows = []
     for prop in PROPERTIES:
         if prop in result.not_checked:
             status = f"not checked: {result.not_checked[prop]}"
-        elif prop == failed:
-            status = "FAILED"
-        elif result.verdict == "fails":
-            status = "held until the first failure"
+        elif prop in failed:
+            status = "FAILED" + _flaky_note(failed[prop])
+        elif result.verdict == "fails" and result.config.stop_at_first:
+            status = "held until the first failure (--stop-at-first)"
         elif result.verdict == "error":
             status = "unknown (the run did not finish)"
+        elif result.verdict == "interrupted":
+            status = "held so far (interrupted by Ctrl-C)"
         else:
             status = "held"
         rows.append((prop, status, ""))
@@ -101,6 +119,31 @@ def summary_text(result: CheckResult) -> str:
     head = (f"{result.verdict.upper()}: {result.examples} examples, {result.steps} steps, "
             f"{result.seconds:.1f} s")
     return head + "\n" + "\n".join(line.rstrip() for line in table.splitlines())
+
+
+def _flaky_note(failure: Failure) -> str:
+    if not failure.flaky:
+        return ""
+    return (f" (flaky: the shrunk trace failed {failure.reproduced} of {failure.replays} "
+            "replays)")
+
+
+def reproducer_path(report_dir: Path, violation: PropertyViolation) -> Path:
+    """Where the reproducer of ``violation`` is written under ``report_dir``."""
+    return report_dir / f"reproduce_{_identifier(violation.prop)}.py"
+
+
+def failures_text(result: CheckResult, report_dir: Path | None) -> str:
+    """Every failure's counterexample, each with its reproducer (under ``report_dir``)."""
+    parts = []
+    for number, failure in enumerate(result.failures, 1):
+        path = None if report_dir is None else str(reproducer_path(report_dir,
+                                                                   failure.violation))
+        head = (f"failure {number} of {len(result.failures)}"
+                + (f"{_flaky_note(failure)}" if failure.flaky else "") + ":\n"
+                if len(result.failures) > 1 or failure.flaky else "")
+        parts.append(head + counterexample_text(failure.violation, path))
+    return "\n\n".join(parts)
 
 
 def counterexample_text(violation: PropertyViolation, reproducer: str | None) -> str:
@@ -126,7 +169,7 @@ def reproducer_source(result: CheckResult, violation: PropertyViolation) -> str:
     config["capacity"] = violation.capacity
     config_lines = "\n".join(f"    {k!r}: {v!r}," for k, v in config.items()
                              if k in ("adapter", "profile", "policy", "level", "assume",
-                                      "capacity"))
+                                      "capacity", "call_timeout"))
     drain = violation.in_drain
     calls = violation.trace[:violation.generated] if drain else violation.trace
     call_lines = "\n".join(f"    {_call_source(c)},  # {i}" for i, c in enumerate(calls, 1))
@@ -185,14 +228,17 @@ def _identifier(prop: str) -> str:
 
 
 def write_check_report(result: CheckResult, report_dir: Path) -> tuple[Path, Path | None]:
-    """Write report.json (and a reproducer on failure); returns their paths."""
+    """Write report.json and a reproducer per failure; returns the report's path and the
+    first failure's reproducer (all of them: :func:`reproducer_path`)."""
     report_dir.mkdir(parents=True, exist_ok=True)
-    reproducer: Path | None = None
-    if result.violation is not None:
-        reproducer = report_dir / f"reproduce_{_identifier(result.violation.prop)}.py"
-        reproducer.write_text(reproducer_source(result, result.violation), encoding="utf-8")
+    written: dict[str, str] = {}
+    for failure in result.failures:
+        path = reproducer_path(report_dir, failure.violation)
+        path.write_text(reproducer_source(result, failure.violation), encoding="utf-8")
+        written[failure.violation.prop] = str(path)
+    reproducer = Path(written[result.failures[0].violation.prop]) if written else None
     report = report_dir / "report.json"
-    data = result_json(result, str(reproducer) if reproducer else None)
+    data = result_json(result, None, written)
     report.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return report, reproducer
 
@@ -218,13 +264,15 @@ def junit_xml(
 def check_junit(result: CheckResult) -> str:
     """One test case per property (the violated one fails; unchecked ones are skipped)."""
     cases: list[tuple[str, str, str | None, str | None, float]] = []
-    failed = result.violation
+    failed = {v.prop: v for v in result.violations}
     for prop in PROPERTIES:
         failure = None
-        if failed is not None and failed.prop == prop:
-            failure = str(failed)
+        if prop in failed:
+            failure = str(failed[prop])
         elif result.error is not None:
             failure = f"the run did not finish: {result.error}"
-        cases.append((prop, f"kvoffload.{result.target}", failure,
-                      result.not_checked.get(prop), result.seconds if failure else 0.0))
+        skipped = result.not_checked.get(prop) or (
+            "interrupted by Ctrl-C" if result.verdict == "interrupted" else None)
+        cases.append((prop, f"kvoffload.{result.target}", failure, skipped,
+                      result.seconds if failure else 0.0))
     return junit_xml("kvoffload-conformance", cases)

@@ -11,7 +11,8 @@ from typing import Any
 
 from kvoffload.spec import Call, Policy
 
-from .config import CheckConfig, Level, Profile
+from .config import DEFAULT_CALL_TIMEOUT, CheckConfig, Level, Profile
+from .guard import timed_calls
 from .lockstep import replay
 from .targets import prepare
 
@@ -25,9 +26,11 @@ def config_from(values: Mapping[str, Any]) -> CheckConfig:
         assume=tuple(values.get("assume", ())),
         capacity=int(values.get("capacity", 4)),
         adapter=str(values.get("adapter", "auto")),
+        call_timeout=float(values.get("call_timeout", DEFAULT_CALL_TIMEOUT)),
     )
 
 
+@timed_calls
 def reproduce(
     target: str, configuration: Mapping[str, Any], calls: Sequence[Call], drain: bool = False
 ) -> None:

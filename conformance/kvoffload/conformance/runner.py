@@ -5,21 +5,48 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
+from hypothesis import HealthCheck, Verbosity, seed, settings
 from hypothesis.errors import FlakyFailure
 from hypothesis.stateful import run_state_machine_as_test
 
 from .adapter_api import Capabilities
 from .config import CheckConfig
 from .errors import PropertyViolation
+from .examples_db import database_settings
+from .guard import Interrupted, timed_calls
 from .machine import BURST, Counters, build_machine
 from .progress import Progress
 from .properties import PROPERTIES
-from .shrink import shrink
+from .shrink import attempt, shrink
 from .targets import Prepared, prepare
+
+_run_machine: Callable[..., None] = run_state_machine_as_test
+"""Hypothesis's runner, typed here: some Hypothesis releases leave it unannotated."""
+
+
+REPLAYS = 5
+"""How often a shrunk trace is replayed before it is reported."""
+
+
+@dataclass
+class Failure:
+    """One distinct failure of a run: a property, its shrunk violation, how it replays."""
+
+    violation: PropertyViolation
+    replays: int = 0
+    reproduced: int = 0
+    """Of ``replays`` replays of the shrunk trace, how many failed the same property."""
+    found_after_s: float = 0.0
+    found_trace_calls: int = 0
+
+    @property
+    def flaky(self) -> bool:
+        """The shrunk trace did not fail on every replay."""
+        return self.reproduced < self.replays
 
 
 @dataclass
@@ -33,18 +60,35 @@ class CheckResult:
     checked: tuple[str, ...]
     not_checked: dict[str, str]
     alphabet: dict[str, str]
-    violation: PropertyViolation | None = None
+    failures: list[Failure] = field(default_factory=list)
+    """Every distinct failure, in the order found (one per property)."""
     error: str | None = None
-    flaky: bool = False
+    interrupted: bool = False
+    """A Ctrl-C stopped the run before its budget was spent."""
     examples: int = 0
     steps: int = 0
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def violation(self) -> PropertyViolation | None:
+        """The first failure's violation (None if none)."""
+        return self.failures[0].violation if self.failures else None
+
+    @property
+    def violations(self) -> list[PropertyViolation]:
+        return [f.violation for f in self.failures]
+
+    @property
+    def flaky(self) -> bool:
+        return any(f.flaky for f in self.failures)
+
+    @property
     def verdict(self) -> str:
         if self.error is not None:
             return "error"
+        if self.violation is None and self.interrupted:
+            return "interrupted"
         return "fails" if self.violation is not None else "conforms"
 
     def raise_if_failed(self) -> None:
@@ -91,6 +135,7 @@ def coverage(prepared: Prepared, config: CheckConfig) -> tuple[dict[str, str], d
     return not_checked, alphabet
 
 
+@timed_calls
 def run_check(
     target: str,
     config: CheckConfig,
@@ -98,7 +143,13 @@ def run_check(
     show_progress: bool = False,
     label: str | None = None,
 ) -> CheckResult:
-    """Check ``target`` under ``config``; raises UsageError if it cannot be checked."""
+    """Check ``target`` under ``config``; raises UsageError if it cannot be checked.
+
+    The run goes on past a failure: each failure is shrunk and replayed, then a new
+    round starts (a seed of its own, the examples left) in which the properties already
+    failed are no longer checked, until every checked property has failed or the
+    budget is spent (``config.stop_at_first``: after the first failure).
+    """
     prepared = prepare(target, config, obj)
     if config.seed is None:
         config = replace(config, seed=random.SystemRandom().randrange(2**32))
@@ -110,35 +161,74 @@ def run_check(
         alphabet=alphabet)
     counters = Counters()
     progress = Progress(label or target, config.max_examples, enabled=show_progress)
-    machine = build_machine(prepared.make_adapter, prepared.capabilities, config, counters,
-                            progress.update)
-    seeded = seed(config.seed)(machine)
-    options = settings(
-        max_examples=config.max_examples, stateful_step_count=-(-config.steps // BURST),
-        deadline=None,
-        suppress_health_check=list(HealthCheck), database=None, report_multiple_bugs=False,
-        verbosity=Verbosity.quiet, phases=(Phase.generate,), print_blob=False)
     progress.begin()
     start = time.perf_counter()
+    while _explore(result, prepared, counters, progress, start):
+        failed = {f.violation.prop for f in result.failures}
+        if (config.stop_at_first or counters.examples >= config.max_examples
+                or failed >= set(result.checked)):
+            break
+    result.examples, result.steps = counters.examples, counters.steps
+    result.seconds = time.perf_counter() - start
+    props = ", ".join(repr(f.violation.prop) for f in result.failures)
+    progress.end(f"fails {'property' if len(result.failures) == 1 else 'properties'} "
+                 f"{props}" if result.failures else result.verdict)
+    return result
+
+
+def _explore(result: CheckResult, prepared: Prepared, counters: Counters,
+             progress: Progress, start: float) -> bool:
+    """One round of Hypothesis over the examples left, the failed properties silenced;
+    a failure found is shrunk, replayed and added. True when a failure was added."""
+    config = result.config
+    silenced = frozenset(f.violation.prop for f in result.failures)
+    machine = build_machine(prepared.make_adapter, prepared.capabilities, config, counters,
+                            progress.update, silenced)
+    seeded = seed((config.seed or 0) + len(result.failures))
+    options = settings(
+        max_examples=config.max_examples - counters.examples,
+        stateful_step_count=-(-config.steps // BURST),
+        deadline=None, suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+        verbosity=Verbosity.quiet, print_blob=False, **database_settings(config, result.target))
+    found: PropertyViolation | None = None
     try:
-        run_state_machine_as_test(seeded, settings=options)  # type: ignore[no-untyped-call]
+        _run_machine(seeded(machine), settings=options)
     except PropertyViolation as violation:
-        result.violation = violation
+        found = violation
+    except Interrupted:
+        result.interrupted = True
     except FlakyFailure as flaky:
         seen = [e for e in flaky.exceptions if isinstance(e, PropertyViolation)]
-        if seen:
-            result.violation, result.flaky = seen[0], True
-        else:
+        if not seen:
             result.error = f"the run was flaky: {flaky}"
+        found = seen[0] if seen else None
     except Exception as error:  # a bug in the suite or a target that breaks Hypothesis
         result.error = f"{type(error).__name__}: {error}"
-    result.examples, result.steps = counters.examples, counters.steps
-    if result.violation is not None:
-        found = result.violation
-        result.extra["found_after_s"] = round(time.perf_counter() - start, 3)
-        result.extra["found_trace_calls"] = len(found.trace)
-        result.violation = shrink(prepared.make_adapter, config, found)
-    result.seconds = time.perf_counter() - start
-    progress.end(result.verdict if result.violation is None
-                 else f"fails property {result.violation.prop!r}")
-    return result
+    if found is None or found.prop in silenced:
+        return False
+    failure = Failure(found, found_after_s=round(time.perf_counter() - start, 3),
+                      found_trace_calls=len(found.trace))
+    result.failures.append(failure)
+    if len(result.failures) == 1:
+        result.extra["found_after_s"] = failure.found_after_s
+        result.extra["found_trace_calls"] = failure.found_trace_calls
+    try:
+        failure.violation = shrink(prepared.make_adapter, config, found)
+        _replay(failure, prepared, config)
+    except Interrupted:
+        result.interrupted = True
+        return False
+    return True
+
+
+def _replay(failure: Failure, prepared: Prepared, config: CheckConfig) -> None:
+    """Replay the shrunk trace REPLAYS times: a failure that does not come back every
+    time is reported flaky, with how often it did."""
+    violation = failure.violation
+    calls = violation.trace[:violation.generated]
+    shrunk_config = replace(config, capacity=violation.capacity)
+    failure.replays = REPLAYS
+    failure.reproduced = sum(
+        1 for _ in range(REPLAYS)
+        if (v := attempt(prepared.make_adapter, shrunk_config, calls, violation.in_drain))
+        is not None and v.prop == violation.prop)

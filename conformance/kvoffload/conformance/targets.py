@@ -1,11 +1,20 @@
 """TARGET strings: what to check, how to build one instance, and which adapter drives it.
 
 ``module:attr`` or ``path/to/file.py:attr``; ``attr`` (dotted names allowed) is a manager
-class, a factory taking the capacity as its one positional argument (optionally a
-``policy`` keyword), or a vLLM manager class of any era, which its adapter constructs.
-``vllm==X`` is vLLM release X's own CPU manager, loaded from its PyPI wheel by
-:mod:`.vllm_wheels` (0.18's ``LRUOffloadingManager`` or ``ARCOffloadingManager``, after
-``--policy``).
+class or a factory building one: the native API's (taking the capacity as its one
+positional argument, optionally a ``policy`` keyword), or a vLLM manager of any era (a
+class its adapter constructs, or a factory in vLLM's style taking ``num_blocks`` and
+``cache_policy``). ``vllm==X`` is vLLM release X's own CPU manager, loaded from its PyPI
+wheel by :mod:`.vllm_wheels` (0.18's ``LRUOffloadingManager`` or ``ARCOffloadingManager``,
+after ``--policy``).
+
+``--adapter auto`` reads a class's ``lookup`` signature; for a factory it reads the
+class its return annotation names, else the class of one probe instance. When no
+adapter fits, the run stops (exit 2) naming the adapters tried.
+
+Whatever a target raises while it is imported or constructed (``SystemExit`` included:
+it is the target's behaviour, not the suite's) stops the run as a
+:class:`~.errors.TargetLoadError` that names it.
 """
 
 from __future__ import annotations
@@ -14,23 +23,24 @@ import importlib
 import importlib.util
 import inspect
 import sys
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .adapter_api import Adapter, Capabilities
-from .config import CheckConfig
+from .config import ADAPTERS, CheckConfig
 from .errors import TargetLoadError, UsageError
 from .native import NATIVE_METHODS, NativeAdapter
-from .vllm_adapters import era_of
+from .vllm_adapters import ERA_SIGNATURES, era_of, factory_keywords
 from .vllm_adapters import factory as vllm_factory
 from .vllm_adapters import why as era_reason
 
 DEFAULT_TARGET = "kvoffload.impl:OffloadManager"
-ADAPTERS = ("auto", "native", "vllm-int", "vllm-bool", "vllm-enum")
-"""``vllm-int``: ``lookup(hashes) -> int`` (<= 0.18); ``vllm-bool``: ``lookup(key, ctx) ->
-bool | None`` (0.19-0.24); ``vllm-enum``: ``LookupResult`` (0.25 on)."""
+__all__ = ["ADAPTERS", "DEFAULT_TARGET", "Prepared", "absolute_target", "load_object",
+           "prepare"]
 
 
 @dataclass(frozen=True)
@@ -46,9 +56,23 @@ class Prepared:
     """Builds one adapted instance with the given capacity (one per example)."""
 
 
+def absolute_target(target: str) -> str:
+    """``path/to/file.py:attr`` with an absolute path, so reproducers run from anywhere."""
+    where, sep, attr = target.rpartition(":")
+    if sep and (where.endswith(".py") or "/" in where) and Path(where).is_file():
+        return f"{Path(where).resolve()}:{attr}"
+    return target
+
+
 def load_object(text: str, policy: str = "lru") -> Any:
     """Import ``module:attr`` or ``path/to/file.py:attr`` and return the attribute (or
-    vLLM release X's manager class for ``vllm==X``)."""
+    vLLM release X's manager class for ``vllm==X``).
+
+    raises: UsageError (malformed TARGET), TargetLoadError (anything the import raised)
+    """
+    if not text.strip():
+        raise UsageError("TARGET is empty (an unset variable?): give module:attr, "
+                         "path/to/file.py:attr or vllm==X, or no TARGET for the reference")
     if text.startswith("vllm=="):
         return _vllm_release(text.removeprefix("vllm=="), policy)
     where, sep, attr = text.rpartition(":")
@@ -57,20 +81,37 @@ def load_object(text: str, policy: str = "lru") -> Any:
     if where.endswith(".py") or "/" in where or "\\" in where:
         module = _load_file(Path(where))
     else:
-        try:
-            module = importlib.import_module(where)
-        except ImportError as error:
-            raise TargetLoadError(f"cannot import module {where!r} for TARGET {text!r}: "
-                                  f"{error}") from error
+        module = _import_module(where, text)
     obj: Any = module
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError as error:
             raise TargetLoadError(f"module {where!r} has no attribute {attr!r}") from error
+        except Exception as error:
+            raise TargetLoadError(f"reading {attr!r} of {where!r} raised "
+                                  f"{_named(error)}") from error
     if not callable(obj):
         raise TargetLoadError(f"TARGET {text!r} is {obj!r}: not a class or factory")
     return obj
+
+
+def _named(error: BaseException) -> str:
+    """``SystemExit: 0``, ``ValueError: bad``: the exception as a reader needs it."""
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _import_module(where: str, text: str) -> Any:
+    try:
+        return importlib.import_module(where)
+    except KeyboardInterrupt:
+        raise
+    except ImportError as error:
+        raise TargetLoadError(f"cannot import module {where!r} for TARGET {text!r}: "
+                              f"{error}") from error
+    except BaseException as error:  # SystemExit too: the target's doing, reported as such
+        raise TargetLoadError(f"importing module {where!r} for TARGET {text!r} raised "
+                              f"{_named(error)}") from error
 
 
 def _vllm_release(version: str, policy: str) -> Any:
@@ -80,6 +121,18 @@ def _vllm_release(version: str, policy: str) -> Any:
         return load_release(version).manager_class(policy)
     except (VllmReleaseUnavailable, ImportError) as error:
         raise TargetLoadError(f"cannot load vLLM {version}'s manager: {error}") from error
+
+
+@contextmanager
+def _on_sys_path(folder: Path) -> Iterator[None]:
+    """``folder`` first on sys.path while a file target loads (its sibling modules)."""
+    entry = str(folder)
+    sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        if entry in sys.path:
+            sys.path.remove(entry)
 
 
 def _load_file(path: Path) -> Any:
@@ -94,11 +147,14 @@ def _load_file(path: Path) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
-    except Exception as error:
+        with _on_sys_path(path.resolve().parent):
+            spec.loader.exec_module(module)
+    except KeyboardInterrupt:
         del sys.modules[name]
-        raise TargetLoadError(f"importing {str(path)!r} failed: {type(error).__name__}: "
-                              f"{error}") from error
+        raise
+    except BaseException as error:  # SystemExit too: the target's doing, reported as such
+        del sys.modules[name]
+        raise TargetLoadError(f"importing {str(path)!r} raised {_named(error)}") from error
     return module
 
 
@@ -111,12 +167,8 @@ def prepare(text: str, config: CheckConfig, obj: Any = None) -> Prepared:
         obj = load_object(text, config.policy.value)
     if config.adapter not in ADAPTERS:
         raise UsageError(f"unknown adapter {config.adapter!r}; known: {list(ADAPTERS)}")
-    era = era_of(obj)
     if config.adapter == "auto":
-        if era is not None:
-            name, reason = era, f"vLLM manager class: {era_reason(obj, era)}"
-        else:
-            name, reason = "native", "not a vLLM class: kvoffload's native API"
+        name, reason = _detect(text, obj, config)
     else:
         name, reason = config.adapter, "given"
     if name == "native":
@@ -132,14 +184,73 @@ def prepare(text: str, config: CheckConfig, obj: Any = None) -> Prepared:
     return Prepared(text, name, reason, caps, make)
 
 
+def _detect(text: str, obj: Any, config: CheckConfig) -> tuple[str, str]:
+    """``--adapter auto``: (adapter, why), from the class, or the class a factory builds
+    (its return annotation, else one probe instance)."""
+    annotated = None if isinstance(obj, type) else _annotated_class(obj)
+    if isinstance(obj, type):
+        cls, how = obj, "class"
+    elif annotated is not None:
+        cls, how = annotated, "factory returning (its annotation)"
+    else:
+        cls, how = type(_probe(text, obj, config)), "factory building (one probe instance)"
+    era = era_of(cls)
+    if era is not None:
+        return era, f"{how} {cls.__qualname__}, a vLLM manager: {era_reason(cls, era)}"
+    missing = [m for m in NATIVE_METHODS if not callable(getattr(cls, m, None))]
+    if missing and isinstance(obj, type) and hasattr(cls, "__getattr__"):
+        probe = _probe(text, obj, config)  # a proxy: its methods show on instances only
+        missing = [m for m in NATIVE_METHODS if not callable(getattr(probe, m, None))]
+    if not missing:
+        return "native", f"{how} {cls.__qualname__}: kvoffload's native API"
+    lookup = getattr(cls, "lookup", None)
+    shown = (f"{cls.__qualname__}.lookup{_signature(lookup)}" if callable(lookup)
+             else f"{cls.__qualname__} has no lookup")
+    raise TargetLoadError(
+        f"no adapter fits TARGET {text!r} ({how} {cls.__qualname__}): tried native (lacks "
+        f"{', '.join(missing)}; docs/native-api.md) and "
+        + ", ".join(f"{era} ({sig})" for era, sig in ERA_SIGNATURES.items())
+        + f", but {shown}; pass --adapter NAME "
+        f"({', '.join(a for a in ADAPTERS if a != 'auto')}) if one of them drives it")
+
+
+def _signature(function: Any) -> str:
+    try:
+        return str(inspect.signature(function))
+    except (TypeError, ValueError):
+        return "(...)"
+
+
+def _annotated_class(factory: Any) -> type | None:
+    """The class a factory's return annotation names, if it resolves to one."""
+    try:
+        hints = typing.get_type_hints(factory)
+    except Exception:  # unresolvable annotations (names under TYPE_CHECKING): probe instead
+        return None
+    returned = hints.get("return")
+    return returned if isinstance(returned, type) and returned is not type(None) else None
+
+
+def _probe(text: str, factory: Any, config: CheckConfig) -> Any:
+    """One instance built by ``factory``, to see what it builds."""
+    keywords = factory_keywords(factory, config)
+    try:
+        return factory(config.capacity, **keywords)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:
+        raise TargetLoadError(f"constructing TARGET {text!r} (to see which adapter fits) "
+                              f"raised {_named(error)}") from error
+
+
 def _build(text: str, make: Callable[[int], Adapter], capacity: int) -> Adapter:
     try:
         adapter = make(capacity)
-    except UsageError:
+    except (UsageError, KeyboardInterrupt):
         raise
-    except Exception as error:
-        raise TargetLoadError(f"constructing TARGET {text!r} failed: "
-                              f"{type(error).__name__}: {error}") from error
+    except BaseException as error:  # SystemExit too: the target's doing
+        raise TargetLoadError(f"constructing TARGET {text!r} raised "
+                              f"{_named(error)}") from error
     return adapter
 
 

@@ -44,6 +44,10 @@ from .config import CheckConfig
 from .errors import TargetLoadError, Untranslatable, UsageError
 
 ERAS = ("vllm-int", "vllm-bool", "vllm-enum")
+ERA_SIGNATURES = {"vllm-int": "lookup(block_hashes) -> int",
+                  "vllm-bool": "lookup(key, req_context) -> bool | None",
+                  "vllm-enum": "lookup(key, req_context) -> LookupResult"}
+"""What ``--adapter auto`` looks for in each era's ``lookup``."""
 
 _ENUM_NAMES: dict[str, Reported] = {"MISS": LookupResult.MISS, "HIT": LookupResult.HIT,
                                     "HIT_PENDING": LookupResult.PENDING, "RETRY": RETRY}
@@ -106,11 +110,38 @@ def factory(obj: Any, era: str, config: CheckConfig) -> Callable[[int], Adapter]
     if era not in ERAS:
         raise UsageError(f"unknown vLLM adapter {era!r}; known: {list(ERAS)}")
     if not isinstance(obj, type):
+        kwargs = factory_keywords(obj, config)
+        if not any(name in kwargs for name in ("cache_policy", "policy")):
+            if _params_of(obj, kind=inspect.Parameter.VAR_KEYWORD):
+                kwargs["cache_policy"] = config.policy.value  # vLLM's spelling
+            elif config.policy.value != "lru":
+                raise UsageError(f"{getattr(obj, '__qualname__', obj)} takes neither "
+                                 f"cache_policy= nor policy=; --policy "
+                                 f"{config.policy.value} cannot be honoured")
+
         def from_factory(capacity: int) -> Adapter:
-            return VllmAdapter(obj(capacity, policy=config.policy.value), era)
+            return VllmAdapter(obj(capacity, **kwargs), era)
         return from_factory
     build = _backend_builder(obj, config) if era == "vllm-int" else _capacity_builder(obj, config)
     return lambda capacity: VllmAdapter(build(capacity), era)
+
+
+def factory_keywords(obj: Any, config: CheckConfig) -> dict[str, Any]:
+    """The keywords a factory (or class) names for the policy and events: vLLM's
+    ``cache_policy=`` if it takes that, else ``policy=``; ``enable_events=True``."""
+    names = {p.name for p in _params(obj)}
+    kwargs: dict[str, Any] = {}
+    if "cache_policy" in names:
+        kwargs["cache_policy"] = config.policy.value
+    elif "policy" in names:
+        kwargs["policy"] = config.policy.value
+    if "enable_events" in names:
+        kwargs["enable_events"] = True
+    return kwargs
+
+
+def _params_of(obj: Any, kind: Any) -> list[inspect.Parameter]:
+    return [p for p in _params(obj) if p.kind is kind]
 
 
 def _backend_builder(cls: type, config: CheckConfig) -> Callable[[int], Any]:
@@ -156,6 +187,13 @@ class VllmAdapter:
                                          _params(getattr(cls, name, None)))
                                for name in ("lookup", "prepare_load", "complete_load", "touch",
                                             "prepare_store", "complete_store")}
+        if self._context_cls is None and any(self._takes_context.values()):
+            takes = [name for name, takes in self._takes_context.items() if takes]
+            raise TargetLoadError(
+                f"the {era} adapter cannot drive {cls.__qualname__}: its {', '.join(takes)} "
+                f"take a req_context, and no ReqContext class was found in its modules "
+                f"({cls.__module__} or its bases'); define ReqContext there, or pass another "
+                f"--adapter")
         self._raw: dict[Key, bytes] = {}
         self._keys: dict[bytes, Key] = {}
         self.capabilities = Capabilities(

@@ -1,15 +1,18 @@
 """ARC eviction (Megiddo and Modha), adapted to blocks that cannot always be evicted.
 
-The model (``docs/spec.md``): ``t1`` holds live keys used once, ``t2`` live keys used
-again, each least recent first; ``b1`` / ``b2`` are ghosts of keys evicted from them;
-``p`` is the target size of ``t1``. A new key found in ``b1`` raises ``p`` by
-``max(1, |b2| // |b1|)``, found in ``b2`` lowers it by ``max(1, |b1| // |b2|)``, all before
-the call's evictions; after them such a key enters ``t2``, any other new key ``t1``,
-and the ghosts are trimmed, oldest first, to ``|t1| + |b1| <= c`` and
-``|t1| + |t2| + |b1| + |b2| <= 2c`` after each insertion. A ``touch`` moves a READY key
-to the most-recent end of ``t2``; a block that becomes evictable moves to the
-most-recent end of its list. The victim is the least recent evictable key of ``t1``
-when ``|t1| > p``, else of ``t2``, falling back to the other list.
+The model (``docs/spec.md`` D10, ``kvoffload.spec.recency.ArcLists``): ``t1`` holds
+live keys used once, ``t2`` live keys used again, each least recent first; ``b1`` /
+``b2`` are ghosts of keys evicted from them; ``p`` is the target size of ``t1``.
+``prepare_store`` treats each new key ``x`` of its call as one request of Megiddo and
+Modha's algorithm, in call order (:meth:`ArcEviction.stored`): adapt (``x`` in ``b1``
+raises ``p`` by ``max(1, |b2| // |b1|)``, in ``b2`` lowers it by
+``max(1, |b1| // |b2|)``); then, only when no slot is free for ``x``, REPLACE: the
+victim is the least recent evictable key of ``t1`` when ``|t1| > p`` or when ``x`` is
+in ``b2`` and ``|t1| == p``, else of ``t2``, falling back to the other list; then
+insert (``x`` from a ghost list enters ``t2``, any other ``t1``) and trim the ghosts,
+oldest first, to ``|t1| + |b1| <= c`` and ``|t1| + |t2| + |b1| + |b2| <= 2c``. A
+``touch`` moves a READY key to the most-recent end of ``t2``; a block that becomes
+evictable moves to the most-recent end of its list.
 
 How it is kept in O(1) per key: a list's victims are always its least recent
 *evictable* keys, and every event that moves a key within or between lists either
@@ -65,30 +68,57 @@ class ArcEviction:
         self.home: dict[Key, OrderedDict[Key, None]] = {}
         """Each live key's list, named by that list's evictable dict (t1 or t2)."""
 
-    def adapted(self, keys: Sequence[Key]) -> None:
-        b1, b2, p = self.b1, self.b2, self.p
-        for key in keys:
+    def stored(self, keys: Sequence[Key], free: int, protected: Container[Key]) -> list[Key]:
+        """``prepare_store`` accepted these new keys with ``free`` slots free: each is one
+        request, in call order (adapt, REPLACE if no slot is left for it, insert). Returns
+        the victims, in order; the manager has checked that enough exist."""
+        victims: list[Key] = []
+        b1, b2, home, capacity = self.b1, self.b2, self.home, self.capacity
+        for number, key in enumerate(keys):
+            in_b2 = key in b2
             if key in b1:
-                p = min(self.capacity, p + max(1, len(b2) // len(b1)))
-            elif key in b2:
-                p = max(0, p - max(1, len(b1) // len(b2)))
-        self.p = p
-
-    def inserted(self, keys: Sequence[Key]) -> None:
-        b1, b2, home, t2 = self.b1, self.b2, self.home, self.t2
-        for key in keys:
+                self.p = min(capacity, self.p + max(1, len(b2) // len(b1)))
+            elif in_b2:
+                self.p = max(0, self.p - max(1, len(b1) // len(b2)))
+            if number >= free:
+                victims.append(self._replace(in_b2, protected))
             if key in b1:
                 del b1[key]
-                home[key] = t2
+                home[key] = self.t2
                 self.t2_size += 1
-            elif key in b2:
+            elif in_b2:
                 del b2[key]
-                home[key] = t2
+                home[key] = self.t2
                 self.t2_size += 1
             else:
                 home[key] = self.t1
                 self.t1_size += 1
             self._trim()
+        return victims
+
+    def _replace(self, in_b2: bool, protected: Container[Key]) -> Key:
+        """REPLACE(x, p): evict the least recent evictable key of the preferred list (of
+        the other one if it has none) into its ghost list; ``in_b2``: x is in ``b2``."""
+        t1, t2 = self.t1, self.t2
+        t1_first = self.t1_size > self.p or (in_b2 and self.t1_size == self.p)
+        first, second = (t1, t2) if t1_first else (t2, t1)
+        source = first
+        victim = next(filterfalse(protected.__contains__, first), _NOTHING)
+        if victim is _NOTHING:
+            source = second
+            victim = next(filterfalse(protected.__contains__, second), _NOTHING)
+            if victim is _NOTHING:
+                raise InvariantViolation("arc_lists_hold_live_blocks",
+                                         "asked for a victim, no evictable key is left")
+        del source[victim]
+        del self.home[victim]
+        if source is t1:
+            self.t1_size -= 1
+            self.b1[victim] = None
+        else:
+            self.t2_size -= 1
+            self.b2[victim] = None
+        return victim
 
     def _trim(self) -> None:
         b1, b2, capacity = self.b1, self.b2, self.capacity
@@ -134,38 +164,8 @@ class ArcEviction:
                 t2.move_to_end(key)
 
     def evict(self, count: int, protected: Container[Key]) -> list[Key]:
-        t1, t2 = self.t1, self.t2
-        from_t1 = filterfalse(protected.__contains__, t1)
-        from_t2 = filterfalse(protected.__contains__, t2)
-        t1_size = self.t1_size
-        victims: list[tuple[Key, bool]] = []
-        for _ in range(count):
-            if t1_size > self.p:
-                key, in_t1 = next(from_t1, _NOTHING), True
-                if key is _NOTHING:
-                    key, in_t1 = next(from_t2, _NOTHING), False
-            else:
-                key, in_t1 = next(from_t2, _NOTHING), False
-                if key is _NOTHING:
-                    key, in_t1 = next(from_t1, _NOTHING), True
-            if key is _NOTHING:
-                raise InvariantViolation(
-                    "arc_lists_hold_live_blocks",
-                    f"asked for {count} victims, found only {len(victims)}")
-            t1_size -= in_t1
-            victims.append((key, in_t1))
-        home, b1, b2 = self.home, self.b1, self.b2
-        for key, in_t1 in victims:
-            del home[key]
-            if in_t1:
-                del t1[key]
-                b1[key] = None
-            else:
-                del t2[key]
-                b2[key] = None
-        self.t2_size -= count - (self.t1_size - t1_size)
-        self.t1_size = t1_size
-        return [key for key, _ in victims]
+        """``count`` victims outside any store (REPLACE for a key in no ghost list)."""
+        return [self._replace(False, protected) for _ in range(count)]
 
     def cleared(self) -> None:
         self.p = 0

@@ -5,6 +5,8 @@ an eviction order decides *who is*, and keeps its own recency bookkeeping. The
 manager tells it, one call per API call (never one per block, to keep the per-block
 cost down), which keys changed in a way the order cares about. The verbs follow the
 spec's recency vocabulary (``kvoffload.spec.recency``); the code does not.
+``OffloadManager`` holds its order as an :class:`EvictionOrder`; for LRU its hot paths
+also update the queue of :class:`~.lru.LruEviction` in place (no method call per key).
 
 Both orders keep the evictable keys in insertion-ordered dicts of their own, so
 choosing a victim never walks past a pinned or in-flight block: only past keys named
@@ -13,20 +15,22 @@ in the current call, which that call's own length bounds.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Container, Iterable, Sequence
-from typing import Protocol
+from collections.abc import Collection, Container, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from kvoffload.spec.vocabulary import Key
+
+if TYPE_CHECKING:  # only for the annotation of view(); arc imports nothing from here
+    from .arc import ArcView
 
 
 class EvictionOrder(Protocol):
     """What the manager asks of an eviction policy."""
 
-    def adapted(self, keys: Sequence[Key]) -> None:
-        """``prepare_store`` accepted these new keys (before its evictions)."""
-
-    def inserted(self, keys: Sequence[Key]) -> None:
-        """``prepare_store`` gave these new keys slots (after its evictions): STORING."""
+    def stored(self, keys: Sequence[Key], free: int, protected: Container[Key]) -> list[Key]:
+        """``prepare_store`` accepted these new (distinct) keys with ``free`` slots free:
+        update the order for each in call order and return the victims that make room
+        for the rest, none in ``protected``. The manager has checked that enough exist."""
 
     def evictable(self, keys: Iterable[Key]) -> None:
         """These keys became evictable (store completed, or last reader left), in order."""
@@ -51,3 +55,9 @@ class EvictionOrder(Protocol):
 
     def evictable_keys(self) -> Collection[Key]:
         """The keys it holds as evictable (for self-checks and views)."""
+
+    def view(self) -> tuple[Key, ...] | ArcView:
+        """A snapshot of the order (for tests and reports)."""
+
+    def check(self, live: Mapping[Key, object], evictable: Collection[Key]) -> None:
+        """Raise ``InvariantViolation`` unless the order agrees with the lifecycle."""

@@ -26,11 +26,10 @@ class LruEviction:
     def __init__(self) -> None:
         self.queue: OrderedDict[Key, None] = OrderedDict()
 
-    def adapted(self, keys: Sequence[Key]) -> None:
-        """LRU does not adapt."""
-
-    def inserted(self, keys: Sequence[Key]) -> None:
-        """A STORING block is not evictable, so it is not queued yet."""
+    def stored(self, keys: Sequence[Key], free: int, protected: Container[Key]) -> list[Key]:
+        """``prepare_store`` accepted these new keys with ``free`` slots free: evict the
+        missing ones, least recent first; STORING blocks are not queued."""
+        return self.evict(len(keys) - free, protected) if len(keys) > free else []
 
     def evictable(self, keys: Iterable[Key]) -> None:
         queue = self.queue

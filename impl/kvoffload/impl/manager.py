@@ -5,14 +5,18 @@ case as the spec does (``docs/spec.md``), but shares only the spec's vocabulary,
 errors and output records: the bookkeeping below is written for speed, so that the
 conformance suite comparing the two means something.
 
-Layout: one dict per phase (``_storing`` and ``_ready``, key to slot) and one for
-the readers of READY blocks, so each phase is explicit and lookups are a dict probe
-or two; the eviction order (:mod:`.lru` or :mod:`.arc`) holds the evictable keys;
-slots come from a fresh counter and a free list (as in vLLM, so that with the same
-calls both hand out the same slots); events are the net change of the READY set,
-kept in two sets as blocks come and go, so ``take_events`` costs only what it returns.
-Every operation is O(1) per key it names (``reset_cache`` is O(live blocks)), and
-nothing scans past pinned or in-flight blocks.
+Layout: one dict per phase (``_storing`` and ``_ready``, key to slot), the running
+jobs' tickets (``_store_jobs``: a STORING key's store ticket; ``_readers``: a READY
+key's oldest running load, ``_more_loads`` its later ones), so each phase is explicit
+and lookups are a dict probe or two; the eviction order (:mod:`.lru` or :mod:`.arc`, an
+:class:`~.eviction.EvictionOrder`) holds the evictable keys; slots come from a fresh
+counter and a free list (as in vLLM, so that with the same calls both hand out the
+same slots); every accepted plan takes the next ticket of a per-manager counter (never
+reset); events are the net change of the READY set, kept in two sets as blocks come
+and go, so ``take_events`` costs only what it returns. Every operation is O(1) per key
+it names (``reset_cache`` is O(live blocks)), and nothing scans past pinned or
+in-flight blocks. A call naming one key (decode's usual call) takes a short path
+that skips deduplication.
 
 Errors are raised before anything changes: a call that raises leaves the manager as
 it was.
@@ -20,22 +24,23 @@ it was.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import islice, repeat
 from typing import TypeVar
 
 from kvoffload.spec.errors import (
     BadCapacity,
     InvariantViolation,
     NotReadable,
-    UnknownEpoch,
     UnmatchedCompleteLoad,
 )
 from kvoffload.spec.outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
-from kvoffload.spec.vocabulary import Key, LookupResult, Policy
+from kvoffload.spec.vocabulary import Key, LookupResult, Policy, Ticket
 
 from .arc import ArcEviction, ArcView
 from .errors import UnknownPolicy
+from .eviction import EvictionOrder
 from .lru import LruEviction
 from .orphans import Orphans, OrphanView
 from .records import completion, events, load_plan, store_plan
@@ -44,6 +49,8 @@ _MISS, _PENDING, _HIT = LookupResult.MISS, LookupResult.PENDING, LookupResult.HI
 T = TypeVar("T")
 _NO_EVENTS = Events()
 _NONE: frozenset[Key] = frozenset()
+_NO_SLOTS = repeat(None)
+"""``pop``'s default for every key of a call (``map`` stops at the shorter argument)."""
 
 
 def policy_of(policy: str | Policy) -> Policy:
@@ -81,6 +88,11 @@ class ManagerView:
     stored: frozenset[Key]
     removed: frozenset[Key]
     order: tuple[Key, ...] | ArcView
+    store_jobs: tuple[tuple[Key, Ticket], ...] = ()
+    """Each STORING key's store ticket."""
+    loads: tuple[tuple[Key, tuple[Ticket, ...]], ...] = ()
+    """Each READY key with readers: its running loads' tickets, oldest first."""
+    next_ticket: Ticket = 0
 
 
 class OffloadManager:
@@ -93,25 +105,34 @@ class OffloadManager:
     raises: BadCapacity, UnknownPolicy
     """
 
-    __slots__ = ("_adaptive", "_capacity", "_epoch", "_free", "_fresh", "_load_orphans", "_order",
-                 "_policy", "_readers", "_ready", "_removed", "_store_orphans", "_stored",
-                 "_storing")
+    __slots__ = ("_capacity", "_epoch", "_free", "_fresh", "_load_orphans", "_more_loads",
+                 "_next_ticket", "_order", "_policy", "_queue", "_readers", "_ready", "_removed",
+                 "_store_jobs", "_store_orphans", "_stored", "_storing")
 
     def __init__(self, capacity: int, policy: str | Policy = "lru") -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise BadCapacity(f"a tier needs an int number of slots, at least one; "
                               f"got capacity={capacity!r}")
         self._policy = policy_of(policy)
-        self._order: LruEviction | ArcEviction = (
-            LruEviction() if self._policy is Policy.LRU else ArcEviction(capacity))
-        self._adaptive = self._policy is not Policy.LRU
-        """Does the order need ``adapted`` / ``inserted`` calls? (LRU's are no-ops.)"""
+        lru = LruEviction() if self._policy is Policy.LRU else None
+        self._order: EvictionOrder = lru if lru is not None else ArcEviction(capacity)
+        self._queue = lru.queue if lru is not None else None
+        """LRU's queue, which the hot paths update in place (one dict operation per key,
+        no method call); None for ARC, which is told through its methods."""
         self._capacity = capacity
         self._epoch = 0
+        self._next_ticket: Ticket = 0
+        """The ticket the next accepted plan takes; never reset, so tickets stay fresh."""
         self._storing: dict[Key, int] = {}
+        self._store_jobs: dict[Key, Ticket] = {}
+        """Each STORING key's store ticket (the same keys as ``_storing``)."""
         self._ready: dict[Key, int] = {}
-        self._readers: dict[Key, int] = {}
-        """READY keys with at least one reader; a READY key not here is evictable."""
+        self._readers: dict[Key, Ticket] = {}
+        """READY keys with at least one running load: the oldest load's ticket; a READY
+        key not here is evictable."""
+        self._more_loads: dict[Key, list[Ticket]] = {}
+        """READY keys with more than one running load: the later loads' tickets, oldest
+        first (rare, so the usual key costs one int, not a list)."""
         self._fresh = 0
         """Slots ``fresh .. capacity - 1`` were never handed out since the last reset."""
         self._free: list[int] = []
@@ -164,10 +185,28 @@ class OffloadManager:
         return lookup
 
     def prepare_load(self, keys: Iterable[Key]) -> LoadPlan:
-        """Pin READY blocks for reading (one more reader each); say where they are.
+        """Pin READY blocks for reading under a fresh ticket (one more reader each); say
+        where they are.
 
         raises: NotReadable
         """
+        if isinstance(keys, (tuple, list)) and len(keys) == 1:  # decode's usual call
+            key = keys[0]
+            slot = self._ready.get(key)
+            if slot is not None:
+                ticket = self._next_ticket
+                self._next_ticket = ticket + 1
+                readers = self._readers
+                if key in readers:
+                    self._more_loads.setdefault(key, []).append(ticket)
+                else:
+                    readers[key] = ticket
+                    queue = self._queue
+                    if queue is None:
+                        self._order.pinned((key,))
+                    else:
+                        del queue[key]
+                return load_plan((key,), (slot,), self._epoch, ticket)
         keys = tuple(dict.fromkeys(keys))
         ready = self._ready
         try:
@@ -177,188 +216,379 @@ class OffloadManager:
             raise NotReadable(
                 f"only READY blocks can be loaded; absent or still being stored: "
                 f"{list(unreadable)!r}", keys=unreadable) from None
+        ticket = self._next_ticket
+        self._next_ticket = ticket + 1
         readers = self._readers
-        if readers.keys().isdisjoint(keys):  # the usual case: no key is being read yet
-            first: Sequence[Key] = keys
+        first: Sequence[Key] = keys
+        if readers.keys().isdisjoint(keys):  # no key is being read yet: the usual case
+            readers.update(dict.fromkeys(keys, ticket))
         else:
-            first = [k for k in keys if k not in readers]
+            more, first = self._more_loads, []
             for key in keys:
                 if key in readers:
-                    readers[key] += 1
-        if first:
-            for key in first:
-                readers[key] = 1
+                    more.setdefault(key, []).append(ticket)
+                else:
+                    readers[key] = ticket
+                    first.append(key)
+        queue = self._queue
+        if queue is None:
             self._order.pinned(first)
-        return load_plan(keys, slots, self._epoch)
+        else:
+            for key in first:
+                del queue[key]
+        return load_plan(keys, slots, self._epoch, ticket)
 
-    def complete_load(self, keys: Iterable[Key], epoch: int | None = None) -> Completion:
+    def complete_load(self, keys: Iterable[Key], ticket: Ticket | None = None) -> Completion:
         """A load finished: one reader fewer; the last one leaving makes the block evictable.
 
-        ``epoch=None`` (vLLM's form) completes the current load of a key, else the
-        oldest one a reset left running; naming the epoch ``prepare_load`` returned
-        completes exactly that epoch's load.
+        ``ticket=T`` (the ticket form) finishes load T of each key: on its READY block
+        (``applied``), else on a copy a reset left running (``released``), else the key
+        is ``ignored``. ``ticket=None`` (vLLM's form) finishes the oldest running load of
+        the READY block, else of the oldest copy a reset left running; a key with
+        neither is misuse.
 
-        raises: UnknownEpoch, UnmatchedCompleteLoad
+        raises: UnmatchedCompleteLoad
         """
-        if epoch is not None:
-            self._check_epoch(epoch)
-        keys = tuple(dict.fromkeys(keys))
-        readers, orphans = self._readers, self._load_orphans
-        counts: list[int | None] = []
-        if epoch is None or epoch == self._epoch:
-            counts = list(map(readers.get, keys))
-            if None in counts:
-                applied = [k for k, n in zip(keys, counts, strict=True) if n is not None]
-                stale = [k for k, n in zip(keys, counts, strict=True) if n is None]
-                counts = [n for n in counts if n is not None]
-            else:
-                applied, stale = list(keys), []
-        else:
-            applied, stale = [], list(keys)
-        if stale:
-            unmatched = [k for k in stale if not orphans.has(k, epoch)]
-            if unmatched:
-                raise UnmatchedCompleteLoad(
-                    f"complete_load needs a matching prepare_load; no load outstanding "
-                    f"for {unmatched!r}", keys=tuple(unmatched))
-        if counts.count(1) == len(counts):  # the usual case: each was the last reader
-            for key in applied:
-                del readers[key]
-            freed = applied
-        else:
-            freed = []
-            for key, count in zip(applied, counts, strict=True):
-                if count is not None and count > 1:
-                    readers[key] = count - 1
+        readers, more = self._readers, self._more_loads
+        if isinstance(keys, (tuple, list)) and len(keys) == 1:
+            key = keys[0]
+            first = readers.get(key)
+            if first is not None and (ticket is None or first == ticket) and key not in more:
+                del readers[key]  # decode's usual call: its only reader leaves
+                queue = self._queue
+                if queue is None:
+                    self._order.evictable((key,))
                 else:
-                    del readers[key]
-                    freed.append(key)
+                    queue[key] = None
+                return completion((key,), (), ())
+        keys = _distinct(keys)
+        if ticket is not None:
+            return self._complete_loads_of_job(keys, ticket)
+        if not all(map(readers.__contains__, keys)):
+            return self._complete_stale_loads(keys)
+        queue = self._queue
+        if queue is None or (more and not more.keys().isdisjoint(keys)):
+            self._finish_loads(keys, None)
+        else:
+            for key in keys:  # each key's only reader leaves (LRU): the usual case
+                del readers[key]
+                queue[key] = None
+        return completion(keys, (), ())
+
+    def _finish_loads(self, keys: Sequence[Key], ticket: Ticket | None) -> None:
+        """Load ``ticket`` (None: the oldest) of each key's READY block finishes (each key
+        has it); the blocks whose last reader left become evictable."""
+        readers, more, freed = self._readers, self._more_loads, []
+        for key in keys:
+            later = more.get(key)
+            if later is None:
+                del readers[key]
+                freed.append(key)
+                continue
+            if ticket is None or readers[key] == ticket:  # the oldest load leaves
+                readers[key] = later.pop(0)
+            else:
+                later.remove(ticket)
+            if not later:
+                del more[key]
         if freed:
             self._order.evictable(freed)
-        for key in stale:
-            slot = orphans.complete(key, epoch)
+
+    def _complete_stale_loads(self, keys: tuple[Key, ...]) -> Completion:
+        """vLLM's form where some keys have no running load on a READY block: each must
+        have a copy a reset left running (its oldest job finishes), else the call is
+        rejected and nothing changes.
+
+        raises: UnmatchedCompleteLoad
+        """
+        readers, orphans = self._readers, self._load_orphans
+        stale = tuple(k for k in keys if k not in readers)
+        unmatched = [k for k in stale if not orphans.has(k, None)]
+        if unmatched:
+            raise UnmatchedCompleteLoad(
+                f"complete_load needs a matching prepare_load; no load outstanding "
+                f"for {unmatched!r}", keys=tuple(unmatched))
+        live = tuple(k for k in keys if k in readers)
+        self._finish_loads(live, None)
+        self._release(orphans, stale, None)
+        return completion(live, stale, ())
+
+    def _complete_loads_of_job(self, keys: tuple[Key, ...], ticket: Ticket) -> Completion:
+        """The ticket form of ``complete_load``: load ``ticket`` of each key, wherever it runs."""
+        readers, more = self._readers, self._more_loads
+        applied, rest = [], []
+        for key in keys:
+            first = readers.get(key)
+            if first is not None and (first == ticket or ticket in more.get(key, ())):
+                applied.append(key)
+            else:
+                rest.append(key)
+        self._finish_loads(applied, ticket)
+        released, ignored = self._release(self._load_orphans, rest, ticket)
+        return completion(tuple(applied), released, ignored)
+
+    def _release(self, orphans: Orphans, keys: Sequence[Key], ticket: Ticket | None
+                 ) -> tuple[tuple[Key, ...], tuple[Key, ...]]:
+        """Job ``ticket`` (None: the oldest) of each key's copy a reset left running
+        finishes; a copy whose last job finished frees its slot. Returns the keys
+        released and the keys with no such copy (ignored)."""
+        if not keys:
+            return (), ()
+        released, ignored = [], []
+        free_list = self._free
+        for key in keys:
+            found, slot = orphans.release(key, ticket)
+            if not found:
+                ignored.append(key)
+                continue
+            released.append(key)
             if slot is not None:
-                self._free.append(slot)
-        return completion(tuple(applied), tuple(stale) if stale else (), ())
+                free_list.append(slot)
+        return tuple(released), tuple(ignored)
 
     def touch(self, keys: Iterable[Key]) -> None:
         """Mark keys as used for the eviction order; absent keys are ignored."""
-        self._order.touched(tuple(dict.fromkeys(keys)), self._ready)
+        self._order.touched(_distinct(keys), self._ready)
 
     def prepare_store(self, keys: Iterable[Key]) -> StorePlan | StoreRejected:
-        """Give slots to the keys not yet present, evicting exactly as many blocks as
-        needed, or reject the whole call and change nothing.
+        """Give slots to the keys not yet present under a fresh ticket, evicting exactly
+        as many blocks as needed, or reject the whole call and change nothing.
 
         Keys already STORING or READY are skipped, and protected from eviction.
         """
-        call = dict.fromkeys(keys)
+        if not isinstance(keys, (tuple, list)):
+            keys = tuple(keys)
         ready, storing = self._ready, self._storing
-        new = [k for k in call if k not in ready and k not in storing]
+        new: tuple[Key, ...]
+        if len(keys) == 1:
+            key = keys[0]
+            new = () if key in ready or key in storing else (key,)
+        elif ready.keys().isdisjoint(keys) and storing.keys().isdisjoint(keys):
+            new = tuple(dict.fromkeys(keys))  # every key is new: two passes in C
+        else:
+            new = tuple(dict.fromkeys([k for k in keys if k not in ready and k not in storing]))
+        ticket = self._next_ticket
         if not new:
-            return store_plan((), (), (), self._epoch)
-        capacity, free_list, order = self._capacity, self._free, self._order
-        free = len(free_list) + capacity - self._fresh
-        needed = len(new) - free
+            self._next_ticket = ticket + 1
+            return store_plan((), (), (), self._epoch, ticket)
+        count = len(new)
+        capacity, free_list, fresh = self._capacity, self._free, self._fresh
+        free = len(free_list) + capacity - fresh
+        needed = count - free
+        victims: tuple[Key, ...] = ()
+        queue = self._queue
+        if needed == 1 and queue and count == len(keys):
+            # LRU, one victim, no key of the call to protect: decode's usual store.
+            victim = queue.popitem(False)[0]
+            free_list.append(ready.pop(victim))
+            stored = self._stored
+            if victim in stored:  # not yet reported READY: leaves with no news
+                stored.remove(victim)
+            else:
+                self._removed.add(victim)
+            victims = (victim,)
+        elif needed > 0 or queue is None:
+            evicted = self._evict(keys, new, needed, free)
+            if isinstance(evicted, StoreRejected):
+                return evicted
+            victims = evicted
+        self._next_ticket = ticket + 1
+        # Slots as vLLM hands them out: never-used ones in order, then the free list, LIFO.
+        slots: tuple[int, ...]
+        if fresh == capacity:
+            if count == 1:
+                slots = (free_list.pop(),)
+            else:
+                slots = tuple(free_list[:-count - 1:-1])
+                del free_list[-count:]
+        else:
+            from_fresh = min(count, capacity - fresh)
+            self._fresh = fresh + from_fresh
+            reused = count - from_fresh
+            if reused:
+                slots = (*range(fresh, fresh + from_fresh), *free_list[:-reused - 1:-1])
+                del free_list[-reused:]
+            else:
+                slots = tuple(range(fresh, fresh + from_fresh))
+        if count == 1:
+            storing[new[0]] = slots[0]
+            self._store_jobs[new[0]] = ticket
+        else:
+            storing.update(zip(new, slots, strict=True))
+            self._store_jobs.update(dict.fromkeys(new, ticket))
+        return store_plan(new, slots, victims, self._epoch, ticket)
+
+    def _evict(self, keys: Sequence[Key], new: tuple[Key, ...], needed: int, free: int
+               ) -> tuple[Key, ...] | StoreRejected:
+        """``prepare_store``'s evictions (and ARC's bookkeeping of its new keys):
+        ``needed`` victims not named in ``keys``, their slots freed, or the rejection if
+        there are not enough."""
+        ready = self._ready
+        protected: Collection[Key] = _NONE
         if needed > 0:
-            # Evictable blocks not named in the call: the call's own keys stay.
             readers = self._readers
             candidates = len(ready) - len(readers)
-            if needed > candidates - (len(call) - len(new)):
-                candidates -= sum(1 for k in call if k in ready and k not in readers)
+            # Call keys that are not new may be READY and evictable: they stay, so they
+            # are no candidates. Count them exactly only if that can decide a rejection.
+            others = len(keys) - len(new)
+            if others:
+                protected = set(keys)
+                if needed > candidates - others:
+                    candidates -= sum(1 for k in protected if k in ready and k not in readers)
             if needed > candidates:
                 return StoreRejected(needed=len(new), available=free + candidates)
-            if self._adaptive:
-                order.adapted(new)
-            victims = order.evict(needed, call)
-            free_list.extend(map(ready.pop, victims))
-            self._leave_ready(victims)
+        queue = self._queue
+        if queue is None:
+            victims = tuple(self._order.stored(new, free, protected))
+        elif protected:
+            victims = tuple(self._order.evict(needed, protected))
+        elif needed == 1:
+            victims = (queue.popitem(False)[0],)
         else:
-            if self._adaptive:
-                order.adapted(new)
-            victims = []
-        # Slots as vLLM hands them out: never-used ones in order, then the free list, LIFO.
-        count = len(new)
-        fresh = self._fresh
-        from_fresh = min(count, capacity - fresh)
-        slots = list(range(fresh, fresh + from_fresh))
-        self._fresh = fresh + from_fresh
-        reused = count - from_fresh
-        if reused:
-            slots += free_list[:-reused - 1:-1]
-            del free_list[-reused:]
-        storing.update(zip(new, slots, strict=True))
-        if self._adaptive:
-            order.inserted(new)
-        return store_plan(tuple(new), tuple(slots), tuple(victims), self._epoch)
+            victims = tuple(islice(queue, needed))
+            for key in victims:
+                del queue[key]
+        if not victims:
+            return victims
+        self._free.extend(map(ready.pop, victims))
+        stored = self._stored
+        if stored and not stored.isdisjoint(victims):
+            for key in victims:  # a key not yet reported READY leaves with no news
+                if key in stored:
+                    stored.remove(key)
+                else:
+                    self._removed.add(key)
+        else:
+            self._removed.update(victims)
+        return victims
 
     def complete_store(
-        self, keys: Iterable[Key], success: bool = True, epoch: int | None = None
+        self, keys: Iterable[Key], success: bool = True, ticket: Ticket | None = None
     ) -> Completion:
         """A store finished: its blocks become READY (success) or ABSENT, slot freed.
 
-        A key that is not STORING is ignored (reported in ``Completion.ignored``).
-        ``epoch=None`` (vLLM's form) completes the current STORING block if there is
-        one, else the oldest store a reset left running; naming the epoch
-        ``prepare_store`` returned completes exactly that epoch's store, so a stale
-        completion only frees the slot its copy held.
-
-        raises: UnknownEpoch
+        ``ticket=T`` (the ticket form) finishes store T of each key: its STORING block
+        (``applied``), else a copy a reset left running (``released``: its slot is
+        freed), else the key is ``ignored``. ``ticket=None`` (vLLM's form) finishes the
+        key's STORING block whatever its job, else the oldest store a reset left running,
+        else the key is ignored.
         """
-        if epoch is not None:
-            self._check_epoch(epoch)
-        storing, orphans = self._storing, self._store_orphans
-        if not isinstance(keys, (list, tuple)):
-            keys = list(keys)
-        # The current STORING keys with their slots, first occurrence first.
-        finished = ({k: storing[k] for k in keys if k in storing}
-                    if epoch is None or epoch == self._epoch else {})
-        released: list[Key] = []
-        ignored: list[Key] = []
-        if len(finished) < len(keys):
-            for key in dict.fromkeys(keys):
-                if key in finished:
-                    continue
-                if orphans and orphans.has(key, epoch):
-                    released.append(key)
+        storing, jobs = self._storing, self._store_jobs
+        if success and isinstance(keys, (tuple, list)) and len(keys) == 1:
+            key = keys[0]
+            if key in storing and (ticket is None or jobs[key] == ticket):
+                # decode's usual call: one block becomes READY
+                self._ready[key] = storing.pop(key)
+                del jobs[key]
+                removed = self._removed
+                if key in removed:
+                    removed.remove(key)
                 else:
-                    ignored.append(key)
-        free_list = self._free
-        applied = list(finished)
-        if applied:
-            for key in applied:
-                del storing[key]
-            if success:
-                self._ready.update(finished)
-                self._enter_ready(applied)
+                    self._stored.add(key)
+                queue = self._queue
+                if queue is None:
+                    self._order.evictable((key,))
+                else:
+                    queue[key] = None
+                return completion((key,), (), ())
+        pop = storing.pop
+        if success and ticket is None and isinstance(keys, (tuple, list)):
+            slots = list(map(pop, keys, _NO_SLOTS))
+            if None not in slots:  # every key STORING, none twice: vLLM's usual call
+                return self._stores_done(keys, slots)  # type: ignore[arg-type]  # None ruled out
+            for key, slot in zip(keys, slots, strict=True):  # put back; the loop below sorts out
+                if slot is not None:
+                    storing[key] = slot
+        applied: list[Key] = []
+        missed: list[Key] = []
+        if success:
+            ready, queue, stored, removed = self._ready, self._queue, self._stored, self._removed
+            for key in keys:
+                if ticket is not None and jobs.get(key) != ticket:
+                    missed.append(key)
+                    continue
+                slot = pop(key, None)
+                if slot is None:
+                    missed.append(key)
+                    continue
+                del jobs[key]
+                ready[key] = slot
+                applied.append(key)
+                if key in removed:  # reported removed since: back, no news
+                    removed.remove(key)
+                else:
+                    stored.add(key)
+                if queue is not None:
+                    queue[key] = None
+            if queue is None and applied:
                 self._order.evictable(applied)
-            else:
-                free_list.extend(finished.values())
-                self._order.removed(applied)
-        for key in released:
-            slot = orphans.complete(key, epoch)
-            if slot is not None:
+        else:
+            free_list = self._free
+            for key in keys:
+                if ticket is not None and jobs.get(key) != ticket:
+                    missed.append(key)
+                    continue
+                slot = pop(key, None)
+                if slot is None:
+                    missed.append(key)
+                    continue
+                del jobs[key]
                 free_list.append(slot)
-        return completion(tuple(applied), tuple(released) if released else (),
-                          tuple(ignored) if ignored else ())
+                applied.append(key)
+            if applied:
+                self._order.removed(applied)
+        if missed:
+            done = set(applied)
+            released, ignored = self._release(
+                self._store_orphans, [k for k in dict.fromkeys(missed) if k not in done], ticket)
+            return completion(tuple(applied), released, ignored)
+        return completion(tuple(applied), (), ())
+
+    def _stores_done(self, keys: tuple[Key, ...] | list[Key], slots: list[int]) -> Completion:
+        """vLLM's form of a successful ``complete_store`` whose keys were all STORING and
+        distinct (their slots already taken out of ``_storing``): each becomes READY."""
+        jobs = self._store_jobs
+        for key in keys:
+            del jobs[key]
+        self._ready.update(zip(keys, slots, strict=True))
+        removed = self._removed
+        if removed and not removed.isdisjoint(keys):
+            stored = self._stored
+            for key in keys:
+                if key in removed:  # reported removed since: back, no news
+                    removed.remove(key)
+                else:
+                    stored.add(key)
+        else:
+            self._stored.update(keys)
+        queue = self._queue
+        if queue is None:
+            self._order.evictable(keys)
+        else:
+            for key in keys:
+                queue[key] = None
+        return completion(tuple(keys), (), ())
 
     def reset_cache(self) -> int:
         """Drop every block and start a new epoch; returns the new epoch.
 
         Copies still running (stores in flight, loads with readers) keep their slots
-        until their completions arrive, so no new store is given a slot a running
-        copy still writes or reads.
+        and tickets until their completions arrive, so no new store is given a slot a
+        running copy still writes or reads. Tickets are not reused.
         """
-        epoch, ready = self._epoch, self._ready
+        epoch, ready, jobs = self._epoch, self._ready, self._store_jobs
         for key, slot in self._storing.items():
-            self._store_orphans.add(key, epoch, slot, 1)
-        for key, count in self._readers.items():
-            self._load_orphans.add(key, epoch, ready[key], count)
+            self._store_orphans.add(key, epoch, slot, [jobs[key]])
+        for key, loads in self._loads().items():
+            self._load_orphans.add(key, epoch, ready[key], list(loads))
         stored = self._stored
         self._removed.update(k for k in ready if k not in stored)
         stored.clear()
         self._storing.clear()
+        jobs.clear()
         ready.clear()
         self._readers.clear()
+        self._more_loads.clear()
         self._order.cleared()
         self._epoch = epoch + 1
         if self._store_orphans or self._load_orphans:
@@ -377,8 +607,8 @@ class OffloadManager:
         scheduler makes its workers flush the jobs in flight at a reset and drops
         their completions, so those completions never reach the manager; without this
         call their slots would stay held for good. After it, a late completion of such
-        a copy finds nothing: ignored for a store, ``UnmatchedCompleteLoad`` for a
-        load. Returns the slots freed.
+        a copy finds nothing: ignored, except a load in vLLM's form
+        (``UnmatchedCompleteLoad``). Returns the slots freed.
         """
         freed = tuple(sorted(self._store_orphans.slots() | self._load_orphans.slots(),
                              reverse=True))
@@ -406,7 +636,7 @@ class OffloadManager:
             epoch=self._epoch,
             storing=tuple(self._storing.items()),
             ready=tuple(self._ready.items()),
-            readers=tuple(self._readers.items()),
+            readers=tuple((k, len(loads)) for k, loads in self._loads().items()),
             fresh=self._fresh,
             free=tuple(self._free),
             store_orphans=self._store_orphans.view(),
@@ -414,7 +644,15 @@ class OffloadManager:
             stored=frozenset(self._stored),
             removed=frozenset(self._removed),
             order=self._order.view(),
+            store_jobs=tuple(self._store_jobs.items()),
+            loads=tuple(self._loads().items()),
+            next_ticket=self._next_ticket,
         )
+
+    def _loads(self) -> dict[Key, tuple[Ticket, ...]]:
+        """Each READY key with readers: its running loads' tickets, oldest first."""
+        more = self._more_loads
+        return {k: (first, *more.get(k, ())) for k, first in self._readers.items()}
 
     def check(self) -> None:
         """Raise :class:`InvariantViolation` if the bookkeeping is inconsistent (O(size)).
@@ -424,10 +662,27 @@ class OffloadManager:
         storing, ready, readers = self._storing, self._ready, self._readers
         if storing.keys() & ready.keys():
             raise InvariantViolation("phases_are_live", "a key is both STORING and READY")
-        if not readers.keys() <= ready.keys() or any(n < 1 for n in readers.values()):
+        more = self._more_loads
+        if not readers.keys() <= ready.keys() or not more.keys() <= readers.keys() or any(
+                not later for later in more.values()):
             raise InvariantViolation("readers_only_on_ready_blocks",
-                                     "a reader count is on a block that is not READY, or < 1")
-        orphans = (*self._store_orphans.view(), *self._load_orphans.view())
+                                     "a load runs on a block that is not READY, or a list "
+                                     "of later loads is empty")
+        store_orphans, load_orphans = self._store_orphans.view(), self._load_orphans.view()
+        orphans = (*store_orphans, *load_orphans)
+        stores = {*self._store_jobs.values(), *(t for o in store_orphans for t in o.tickets)}
+        loads = [*self._loads().values(), *(o.tickets for o in load_orphans)]
+        load_tickets = {t for running in loads for t in running}
+        if (self._store_jobs.keys() != storing.keys() or stores & load_tickets
+                or any(len(set(running)) != len(running) for running in loads)
+                or any(not 0 <= t < self._next_ticket for t in stores | load_tickets)
+                or any(len(o.tickets) != 1 for o in store_orphans)
+                or any(not o.tickets for o in load_orphans)):
+            raise InvariantViolation(
+                "tickets_name_running_jobs",
+                "a STORING key has no store ticket (or a ticket no key), a ticket names both "
+                "a store and a load, a block's loads repeat a ticket, a ticket was never "
+                "issued, or a copy a reset left running has a wrong number of jobs")
         used = [*storing.values(), *ready.values(), *(o.slot for o in orphans)]
         free = [*self._free, *range(self._fresh, self._capacity)]
         if len(set(used)) != len(used) or set(used) & set(free) or len(set(free)) != len(free):
@@ -441,28 +696,9 @@ class OffloadManager:
         evictable = ready.keys() - readers.keys()
         self._order.check({**storing, **ready}, evictable)
 
-    def _enter_ready(self, keys: list[Key]) -> None:
-        """Events: these keys became READY (a key reported removed since is back: no news)."""
-        removed = self._removed
-        if removed and not removed.isdisjoint(keys):
-            back = removed.intersection(keys)
-            removed.difference_update(back)
-            self._stored.update(k for k in keys if k not in back)
-        else:
-            self._stored.update(keys)
 
-    def _leave_ready(self, keys: list[Key]) -> None:
-        """Events: these keys are no longer READY (one not yet reported READY: no news)."""
-        stored = self._stored
-        if stored and not stored.isdisjoint(keys):
-            unseen = stored.intersection(keys)
-            stored.difference_update(unseen)
-            self._removed.update(k for k in keys if k not in unseen)
-        else:
-            self._removed.update(keys)
-
-    def _check_epoch(self, epoch: int | None) -> None:
-        if epoch is not None and not 0 <= epoch <= self._epoch:
-            raise UnknownEpoch(
-                f"a completion may only name an epoch that has begun (0 .. {self._epoch}); "
-                f"got epoch={epoch}")
+def _distinct(keys: Iterable[Key]) -> tuple[Key, ...]:
+    """The call's keys as a tuple, first occurrence first (a single key costs no dedupe)."""
+    if isinstance(keys, (tuple, list)) and len(keys) == 1:
+        return (keys[0],)
+    return tuple(dict.fromkeys(keys))

@@ -3,26 +3,26 @@
 ``reset_cache`` drops every block, but a store still writing a slot, or a load still
 reading one, would be corrupted (or would corrupt a new block) if that slot were
 handed out again. So each such copy is kept here, by key, with the epoch it started
-in, its slot and the number of completions still due (1 for a store; the number of
-readers for a load). The last completion frees the slot.
+in, its slot and the tickets of its jobs still running, oldest first (one for a store;
+one per reader for a load). The last job to finish frees the slot.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvoffload.spec.vocabulary import Key
+from kvoffload.spec.vocabulary import Key, Ticket
 
 
 class _Copy:
-    """One running copy of one key (mutable: its due count goes down)."""
+    """One running copy of one key (mutable: its jobs finish one by one)."""
 
-    __slots__ = ("due", "epoch", "slot")
+    __slots__ = ("epoch", "slot", "tickets")
 
-    def __init__(self, epoch: int, slot: int, due: int) -> None:
+    def __init__(self, epoch: int, slot: int, tickets: list[Ticket]) -> None:
         self.epoch = epoch
         self.slot = slot
-        self.due = due
+        self.tickets = tickets
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,12 @@ class OrphanView:
     key: Key
     epoch: int
     slot: int
-    due: int
+    tickets: tuple[Ticket, ...]
+
+    @property
+    def due(self) -> int:
+        """How many completions are still due."""
+        return len(self.tickets)
 
 
 class Orphans:
@@ -46,32 +51,35 @@ class Orphans:
     def __bool__(self) -> bool:
         return bool(self._by_key)
 
-    def add(self, key: Key, epoch: int, slot: int, due: int) -> None:
+    def add(self, key: Key, epoch: int, slot: int, tickets: list[Ticket]) -> None:
         """Record a copy; epochs only grow, so appending keeps each key's list oldest first."""
-        self._by_key.setdefault(key, []).append(_Copy(epoch, slot, due))
+        self._by_key.setdefault(key, []).append(_Copy(epoch, slot, tickets))
 
-    def has(self, key: Key, epoch: int | None) -> bool:
-        """Is a copy of ``key`` running: of ``epoch``, or of any epoch when it is None?"""
-        return self._index(key, epoch) is not None
+    def has(self, key: Key, ticket: Ticket | None) -> bool:
+        """Is a copy of ``key`` running job ``ticket`` (any job when it is None)?"""
+        return self._find(key, ticket) is not None
 
-    def complete(self, key: Key, epoch: int | None) -> int | None:
-        """One completion arrived for ``key`` (the oldest copy when ``epoch`` is None).
+    def release(self, key: Key, ticket: Ticket | None) -> tuple[bool, int | None]:
+        """Job ``ticket`` of ``key``'s copy finished (None: the oldest copy's oldest job).
 
-        Returns the copy's slot when this was its last completion (the slot is free
-        again), else None. The caller has checked :meth:`has`.
+        Returns whether such a job was running, and the copy's slot when this was its
+        last job (the slot is free again), else None.
         """
-        index = self._index(key, epoch)
-        if index is None:
-            return None
+        found = self._find(key, ticket)
+        if found is None:
+            return False, None
         copies = self._by_key[key]
-        copy = copies[index]
-        copy.due -= 1
-        if copy.due:
-            return None
-        del copies[index]
+        copy = copies[found]
+        if ticket is None:
+            del copy.tickets[0]
+        else:
+            copy.tickets.remove(ticket)
+        if copy.tickets:
+            return True, None
+        del copies[found]
         if not copies:
             del self._by_key[key]
-        return copy.slot
+        return True, copy.slot
 
     def clear(self) -> None:
         self._by_key.clear()
@@ -81,13 +89,14 @@ class Orphans:
         return {copy.slot for copies in self._by_key.values() for copy in copies}
 
     def view(self) -> tuple[OrphanView, ...]:
-        return tuple(OrphanView(key, c.epoch, c.slot, c.due)
+        return tuple(OrphanView(key, c.epoch, c.slot, tuple(c.tickets))
                      for key, copies in self._by_key.items() for c in copies)
 
-    def _index(self, key: Key, epoch: int | None) -> int | None:
+    def _find(self, key: Key, ticket: Ticket | None) -> int | None:
+        """The index of ``key``'s copy running job ``ticket`` (None: the oldest copy)."""
         copies = self._by_key.get(key)
         if not copies:
             return None
-        if epoch is None:
+        if ticket is None:
             return 0
-        return next((i for i, c in enumerate(copies) if c.epoch == epoch), None)
+        return next((i for i, c in enumerate(copies) if ticket in c.tickets), None)

@@ -108,7 +108,7 @@ def test_loads_return_the_last_successful_store_long(backend: str, policy: str) 
 
 
 class _VllmCompletionTier(OffloadTier):
-    """Completes jobs in vLLM's form (no epoch): a pre-reset store completes a new one."""
+    """Completes jobs in vLLM's form (no ticket): a pre-reset store completes a new one."""
 
     def _finish(self, ticket: StoreTicket | LoadTicket, result: JobResult) -> Finished:
         if isinstance(ticket, StoreTicket):
@@ -146,7 +146,7 @@ class _PeekingTier(OffloadTier):
         blocks = tuple(b for k, b in zip(keys, device_blocks, strict=True) if k in storing)
         job_id = self.engine.submit_load(slots, blocks)
         return LoadTicket(job_id, tuple(k for k in keys if k in storing), blocks, slots,
-                          self.manager.epoch)
+                          self.manager.epoch, -1)  # no plan, so a ticket never issued
 
 
 def caught(backend: str, seeds: range, **kinds: type) -> bool:
@@ -159,7 +159,7 @@ def caught(backend: str, seeds: range, **kinds: type) -> bool:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_stale_completions_without_epochs_are_caught(backend: str) -> None:
+def test_stale_completions_without_tickets_are_caught(backend: str) -> None:
     assert caught(backend, range(30), tier_type=_VllmCompletionTier)
 
 

@@ -230,6 +230,28 @@ def test_a_key_stored_again_after_reset_is_not_completed_by_the_old_job() -> Non
     assert same_bytes(device[9], device[2])
 
 
+def test_completions_name_the_plan_ticket_so_a_late_report_finishes_nothing() -> None:
+    # issue 10 A through the tier: within one epoch, a failed store's key is stored
+    # again into the same slot; the first job's late report, in the ticket form the tier
+    # speaks, is ignored, and the second job still owns the slot.
+    tier = deterministic_tier(1)
+    engine = engine_of(tier)
+    first = stored(tier, ["a"], [1])
+    engine.fail(first.job_id)  # type: ignore[arg-type]
+    tier.poll()
+    again = stored(tier, ["a"], [2])
+    assert again.slots == first.slots
+    assert again.plan_ticket != first.plan_ticket
+    late = tier.manager.complete_store(["a"], success=False, ticket=first.plan_ticket)
+    assert late == Completion(ignored=("a",))
+    assert tier.lookup("a") is PENDING
+    assert isinstance(tier.store(["b"], [3]), StoreRejected)  # slot 0 is still being written
+    engine.complete(again.job_id)  # type: ignore[arg-type]
+    (done,) = tier.poll()
+    assert done.completion == Completion(applied=("a",))
+    assert tier.lookup("a") is HIT
+
+
 def test_bad_calls_are_refused_before_the_manager_is_asked() -> None:
     tier = deterministic_tier(2, device=8)
     with pytest.raises(BadBlockIds):

@@ -51,26 +51,26 @@ class CudaEngine(TransferEngine):
         super().__init__(pool, device_blocks)
         device = device_blocks.device
         self._compute = compute_stream or torch.cuda.current_stream(device)
-        self._streams = {kind: torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+        self._streams = {kind: torch.cuda.Stream(device)  # type: ignore[no-untyped-call]  # torch leaves it unannotated
                          for kind in ("store", "load")}
         self._fail = fail
         self._running: dict[int, tuple[Job, torch.cuda.Event]] = {}
 
     def _start(self, job: Job) -> None:
-        produced = torch.cuda.Event()  # type: ignore[no-untyped-call]
+        produced = torch.cuda.Event()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         produced.record(self._compute)
         stream = self._streams[job.kind.value]
         stream.wait_event(produced)
         with torch.cuda.stream(stream):
             job.copy.run(non_blocking=True)
-        done = torch.cuda.Event()  # type: ignore[no-untyped-call]
+        done = torch.cuda.Event()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         done.record(stream)
         with self._lock:
             self._running[job.job_id] = (job, done)
 
     def _reap(self) -> None:
         for job_id, (job, done) in list(self._running.items()):
-            if not done.query():  # type: ignore[no-untyped-call]
+            if not done.query():  # type: ignore[no-untyped-call]  # torch leaves it unannotated
                 continue
             del self._running[job_id]
             if self._fail(job):

@@ -3,11 +3,11 @@
 ``store(keys, device_blocks)`` asks the manager for slots (``prepare_store``) and
 submits one copy job for the new keys; ``load(keys, device_blocks)`` pins READY
 blocks (``prepare_load``) and submits one copy job back; ``poll()`` feeds every
-ended job to the manager (``complete_store`` / ``complete_load``) in the reset-safe
-form, with the epoch of the plan the job was made for. So a job that a reset left
-running still ends in its own epoch: the manager then frees the slot it held back
-for it (DESIGN.md point 7), and never before, so no slot of a running copy is
-handed to another block.
+ended job to the manager (``complete_store`` / ``complete_load``) in the ticket form,
+naming the ticket of the plan the job was made for. So a job ends exactly its own
+plan: one that a reset left running frees the slot the manager held back for it
+(DESIGN.md point 7), and never before, so no slot of a running copy is handed to
+another block; a late or repeated report of a finished job is ignored.
 
 Calls are checked before the manager is asked, so a rejected call changes nothing.
 The tier owns its engine: submit copies through the tier only. Not thread-safe, like
@@ -24,7 +24,7 @@ import torch
 from kvoffload.impl import OffloadManager
 from kvoffload.spec.errors import BadCapacity, InvariantViolation
 from kvoffload.spec.outputs import Completion, Events, StoreRejected
-from kvoffload.spec.vocabulary import CopyKind, Key, LookupResult, Policy
+from kvoffload.spec.vocabulary import CopyKind, Key, LookupResult, Policy, Ticket
 
 from .engine import TransferEngine
 from .errors import BadBlockIds, BusyBlock
@@ -38,7 +38,8 @@ class StoreTicket:
     """A store the tier started: ``keys[i]`` is copied from ``device_blocks[i]`` into
     ``slots[i]`` by job ``job_id`` (None when every key was already present).
 
-    ``evicted``: keys the manager dropped to make room; ``epoch``: the plan's epoch.
+    ``evicted``: keys the manager dropped to make room; ``epoch``: the plan's epoch;
+    ``plan_ticket``: the manager's ticket naming the plan's job (its completion names it).
     """
 
     job_id: int | None
@@ -47,19 +48,21 @@ class StoreTicket:
     slots: tuple[int, ...]
     evicted: tuple[Key, ...]
     epoch: int
+    plan_ticket: Ticket
 
 
 @dataclass(frozen=True)
 class LoadTicket:
     """A load the tier started: ``keys[i]`` is copied from ``slots[i]`` into
     ``device_blocks[i]`` by job ``job_id`` (a key named twice is copied twice; None
-    when no key was named)."""
+    when no key was named); ``plan_ticket``: the manager's ticket naming the plan's job."""
 
     job_id: int | None
     keys: tuple[Key, ...]
     device_blocks: tuple[int, ...]
     slots: tuple[int, ...]
     epoch: int
+    plan_ticket: Ticket
 
 
 @dataclass(frozen=True)
@@ -132,13 +135,14 @@ class OffloadTier:
             return plan
         chosen = tuple(source[k] for k in plan.keys)
         if not plan.keys:
-            return StoreTicket(None, (), (), (), plan.evicted, plan.epoch)
+            return StoreTicket(None, (), (), (), plan.evicted, plan.epoch, plan.ticket)
         try:
             job_id = self.engine.submit_store(chosen, plan.slots)
         except BaseException as error:
-            self.manager.complete_store(plan.keys, success=False, epoch=plan.epoch)
+            self.manager.complete_store(plan.keys, success=False, ticket=plan.ticket)
             raise _busy_slot(error) from error
-        ticket = StoreTicket(job_id, plan.keys, chosen, plan.slots, plan.evicted, plan.epoch)
+        ticket = StoreTicket(job_id, plan.keys, chosen, plan.slots, plan.evicted, plan.epoch,
+                             plan.ticket)
         self._tickets[job_id] = ticket
         return ticket
 
@@ -155,13 +159,13 @@ class OffloadTier:
         slot_of = dict(zip(plan.keys, plan.slots, strict=True))
         slots = tuple(slot_of[k] for k in keys)
         if not keys:
-            return LoadTicket(None, (), (), (), plan.epoch)
+            return LoadTicket(None, (), (), (), plan.epoch, plan.ticket)
         try:
             job_id = self.engine.submit_load(slots, blocks)
         except BaseException as error:
-            self.manager.complete_load(plan.keys, epoch=plan.epoch)
+            self.manager.complete_load(plan.keys, ticket=plan.ticket)
             raise _busy_slot(error) from error
-        ticket = LoadTicket(job_id, keys, blocks, slots, plan.epoch)
+        ticket = LoadTicket(job_id, keys, blocks, slots, plan.epoch, plan.ticket)
         self._tickets[job_id] = ticket
         return ticket
 
@@ -181,20 +185,20 @@ class OffloadTier:
 
     def reset(self) -> int:
         """``reset_cache``: every block goes; running copies keep their slots until they
-        end (their completions arrive with their old epoch). Returns the new epoch."""
+        end (their completions name their plans' tickets). Returns the new epoch."""
         return self.manager.reset_cache()
 
     def close(self) -> None:
         self.engine.close()
 
     def _finish(self, ticket: StoreTicket | LoadTicket, result: JobResult) -> Finished:
-        """Complete one ended job in the manager, in the epoch of the plan it was made for."""
+        """Complete one ended job in the manager, naming the ticket of its plan."""
         if isinstance(ticket, StoreTicket):
             completion = self.manager.complete_store(ticket.keys, success=result.success,
-                                                     epoch=ticket.epoch)
+                                                     ticket=ticket.plan_ticket)
         else:
             completion = self.manager.complete_load(tuple(dict.fromkeys(ticket.keys)),
-                                                    epoch=ticket.epoch)
+                                                    ticket=ticket.plan_ticket)
         return Finished(ticket, result.success, completion, result.error)
 
 

@@ -1,0 +1,77 @@
+"""A run reports every distinct failure, each shrunk and with its own reproducer; a
+flaky failure says so, with how often its shrunk trace failed on replay."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Hashable
+from pathlib import Path
+
+from kvoffload.conformance.config import CheckConfig
+from kvoffload.conformance.report import failures_text, summary_text, write_check_report
+from kvoffload.conformance.runner import REPLAYS, run_check
+from kvoffload.impl import OffloadManager
+from kvoffload.spec import Events, LookupResult
+
+BUDGET = {"max_examples": 60, "steps": 60, "seed": 3}
+
+
+class TwoBugs(OffloadManager):
+    """PR #41795's lookup (PENDING reads as MISS) and a take_events that says nothing."""
+
+    def lookup(self, key: Hashable) -> LookupResult:
+        answer = super().lookup(key)
+        return LookupResult.MISS if answer is LookupResult.PENDING else answer
+
+    def take_events(self) -> Events:
+        super().take_events()
+        return Events(frozenset(), frozenset())
+
+
+_COUNTER = itertools.count()
+
+
+class FlakyLookup(OffloadManager):
+    """Reads PENDING as MISS on every third such lookup only (a race, made countable)."""
+
+    def lookup(self, key: Hashable) -> LookupResult:
+        answer = super().lookup(key)
+        if answer is LookupResult.PENDING and next(_COUNTER) % 3 == 0:
+            return LookupResult.MISS
+        return answer
+
+
+def test_both_bugs_are_reported_with_their_own_reproducers(tmp_path: Path) -> None:
+    result = run_check("test:TwoBugs", CheckConfig(**BUDGET), obj=TwoBugs)  # type: ignore[arg-type]  # BUDGET: int fields only
+    assert sorted(v.prop for v in result.violations) == ["events", "lookup"]
+    assert all(len(v.trace) <= 4 for v in result.violations), result.violations
+    report, _ = write_check_report(result, tmp_path)
+    data = json.loads(report.read_text())
+    assert [v["property"] for v in data["violations"]] == [v.prop for v in result.violations]
+    for entry in data["violations"]:
+        assert Path(entry["reproducer"]).is_file()
+        assert entry["flaky"] is False
+        assert entry["reproduced"] == REPLAYS
+    summary = summary_text(result)
+    assert "lookup           FAILED" in summary
+    assert "events           FAILED" in summary
+    assert "failure 2 of 2" in failures_text(result, tmp_path)
+
+
+def test_stop_at_first_keeps_the_first_failure_only() -> None:
+    config = CheckConfig(stop_at_first=True, **BUDGET)  # type: ignore[arg-type]  # BUDGET: int fields only
+    result = run_check("test:TwoBugs", config, obj=TwoBugs)
+    assert len(result.violations) == 1
+    assert "held until the first failure" in summary_text(result)
+
+
+def test_a_flaky_failure_says_how_often_it_replayed() -> None:
+    result = run_check("test:FlakyLookup", CheckConfig(**BUDGET), obj=FlakyLookup)  # type: ignore[arg-type]  # BUDGET: int fields only
+    assert result.violation is not None
+    assert result.violation.prop == "lookup"
+    failure = result.failures[0]
+    assert failure.flaky
+    assert result.flaky
+    assert 0 < failure.reproduced < failure.replays == REPLAYS
+    assert f"failed {failure.reproduced} of {REPLAYS} replays" in summary_text(result)
