@@ -4,9 +4,11 @@ The lifecycle diagram and the operation x phase table are projections of these s
 so both follow whatever the spec's transitions do. The exploration (:func:`explore`)
 offers every operation with one-key arguments (the phase picture is per key, and a
 key's fate does not depend on how many other keys share its call), every completion
-form (vLLM's ``epoch=None``, the current epoch, an earlier one, one that has not begun)
-and both store outcomes; resets and readers per block are bounded so the space is
-finite. It runs on the model checker's search engine (``proofs/modelcheck/explorer.py``).
+form (vLLM's ``ticket=None``; the ticket of a job running on the key's live block, of
+one a reset left running, of no running job) and both store outcomes; resets and readers
+per block are bounded, and states equal up to a renaming of tickets are one (the spec
+compares tickets only for equality), so the space is finite. It runs on the model
+checker's search engine (``proofs/modelcheck/explorer.py``).
 
 A key's phase (:class:`KeyPhase`) refines the spec's :class:`~kvoffload.spec.Phase` by
 readers (a READY block being read cannot be evicted, an idle one can). A reset can leave
@@ -41,6 +43,7 @@ from kvoffload.spec import (
     apply,
     check_invariants,
     initial_state,
+    renumbered,
 )
 
 # --- the exploration ----------------------------------------------------------------
@@ -77,9 +80,26 @@ class Step:
     error: MisuseError | None
 
 
+def _tickets(state: CacheState, key: Key, kind: CopyKind) -> tuple[int | None, ...]:
+    """The completion forms offered for ``key``: vLLM's (None), each job of ``kind``
+    running on the key's live block or on a copy a reset left running, and a ticket that
+    names no running job (the latest finished one, else one never issued)."""
+    block = state.table.get(key)
+    live: tuple[int, ...] = ()
+    if block is not None:
+        live = block.loads if kind is CopyKind.LOAD else (
+            () if block.ticket is None else (block.ticket,))
+    left = tuple(t for o in sorted(state.orphans, key=lambda o: o.epoch)
+                 if o.key == key and o.kind is kind for t in o.tickets)
+    running = {t for b in state.blocks for t in (*b.loads, b.ticket) if t is not None}
+    running |= {t for o in state.orphans for t in o.tickets}
+    issued = state.next_ticket
+    other = next((t for t in range(issued - 1, -1, -1) if t not in running), issued)
+    return (None, *live, *left, other)
+
+
 def calls_from(state: CacheState, bounds: Bounds) -> Iterator[Call]:
     """The alphabet offered in ``state``: one-key calls of every operation and form."""
-    epochs: tuple[int | None, ...] = (None, *range(state.epoch + 2))
     for key in bounds.keys:
         keys = (key,)
         yield Call(Op.LOOKUP, keys)
@@ -88,10 +108,11 @@ def calls_from(state: CacheState, bounds: Bounds) -> Iterator[Call]:
             yield Call(Op.PREPARE_LOAD, keys)
         yield Call(Op.TOUCH, keys)
         yield Call(Op.PREPARE_STORE, keys)
-        for epoch in epochs:
-            yield Call(Op.COMPLETE_LOAD, keys, epoch=epoch)
+        for ticket in _tickets(state, key, CopyKind.LOAD):
+            yield Call(Op.COMPLETE_LOAD, keys, ticket=ticket)
+        for ticket in _tickets(state, key, CopyKind.STORE):
             for success in (True, False):
-                yield Call(Op.COMPLETE_STORE, keys, success=success, epoch=epoch)
+                yield Call(Op.COMPLETE_STORE, keys, success=success, ticket=ticket)
     if state.epoch < bounds.resets:
         yield Call(Op.RESET_CACHE)
     yield Call(Op.TAKE_EVENTS)
@@ -115,7 +136,7 @@ def explore(bounds: Bounds) -> tuple[list[CacheState], list[Step]]:
     Each new state is checked against the spec's invariants when first reached.
     """
     search: Search[CacheState, Call] = Search(initial_state(bounds.capacity, bounds.policy),
-                                              _itself)
+                                              _renamed)
     steps: list[Step] = []
     for state, i, _ in search.frontier():
         for call in calls_from(state, bounds):
@@ -126,18 +147,25 @@ def explore(bounds: Bounds) -> tuple[list[CacheState], list[Step]]:
     return search.nodes, steps
 
 
-def _itself(state: CacheState) -> tuple[Hashable, object]:
-    return state, None
+def _renamed(state: CacheState) -> tuple[Hashable, object]:
+    return renumbered(state)[0], None
 
 
-def epoch_form(step: Step) -> str:
-    """How a completion names its job, relative to the state it arrives in."""
-    epoch = step.call.epoch
-    if step.call.op not in COMPLETIONS or epoch is None:
+def ticket_form(step: Step) -> str:
+    """How a completion names its job, relative to the state it arrives in: ``running``
+    (a job on the key's live block), ``pre-reset`` (a copy a reset left running),
+    ``finished`` (no running job: a finished one, or one never issued)."""
+    ticket, call = step.call.ticket, step.call
+    if call.op not in COMPLETIONS or ticket is None:
         return ""
-    if epoch == step.before.epoch:
-        return "current"
-    return "earlier" if epoch < step.before.epoch else "later"
+    kind = CopyKind.LOAD if call.op is Op.COMPLETE_LOAD else CopyKind.STORE
+    key = call.keys[0]
+    block = step.before.table.get(key)
+    if block is not None and ticket in (block.loads if kind is CopyKind.LOAD else (block.ticket,)):
+        return "running"
+    if step.before.orphan_of_job(key, kind, ticket) is not None:
+        return "pre-reset"
+    return "finished"
 
 
 # --- the projection onto one key ---------------------------------------------------
@@ -229,7 +257,7 @@ def effects_of(steps: Iterable[Step], keys: Sequence[Key]) -> Iterator[Effect]:
 
 
 def call_form(step: Step, key: Key) -> str:
-    """The call of ``step`` as seen from ``key``: ``complete_store([k], epoch=earlier)``."""
+    """The call of ``step`` as seen from ``key``: ``complete_store([k], ticket=pre-reset)``."""
     call = step.call
     if call.op in GLOBAL_OPS:
         return f"{call.op.value}()"
@@ -238,9 +266,9 @@ def call_form(step: Step, key: Key) -> str:
     args = [arg if call.op is Op.LOOKUP else f"[{arg}]"]
     if call.op is Op.COMPLETE_STORE and not call.success:
         args.append("success=False")
-    form = epoch_form(step)
+    form = ticket_form(step)
     if form:
-        args.append(f"epoch={form}")
+        args.append(f"ticket={form}")
     return f"{call.op.value}({', '.join(args)})"
 
 

@@ -135,7 +135,7 @@ def render_dot(effects: Sequence[Effect], caption: str, command: str) -> str:
 
 Outcomes = dict[KeyPhase, set[tuple[str, str]]]
 
-_EPOCH_RANK = {"": 0, "current": 1, "earlier": 2, "later": 3}
+_TICKET_RANK = {"": 0, "running": 1, "pre-reset": 2, "finished": 3}
 _OPS = list(Op)
 _FAILED = ", success=False"
 
@@ -155,8 +155,8 @@ class Exploration:
 
 
 def _row_order(e: Effect) -> tuple[int, bool, int, bool]:
-    epoch = e.call.split("epoch=")[1].rstrip(")") if "epoch=" in e.call else ""
-    return _OPS.index(e.op), not e.named, _EPOCH_RANK[epoch], _FAILED in e.call
+    form = e.call.split("ticket=")[1].rstrip(")") if "ticket=" in e.call else ""
+    return _OPS.index(e.op), not e.named, _TICKET_RANK[form], _FAILED in e.call
 
 
 def collect(effects: Iterable[Effect]) -> tuple[dict[str, Outcomes], list[str]]:
@@ -170,9 +170,9 @@ def collect(effects: Iterable[Effect]) -> tuple[dict[str, Outcomes], list[str]]:
 
 
 def _failed_twin(row: str) -> str:
-    """``complete_store([k], epoch=X)`` -> ``complete_store([k], success=False, epoch=X)``."""
-    if "epoch=" in row:
-        return row.replace(", epoch=", _FAILED + ", epoch=")
+    """``complete_store([k], ticket=X)`` -> ``complete_store([k], success=False, ticket=X)``."""
+    if "ticket=" in row:
+        return row.replace(", ticket=", _FAILED + ", ticket=")
     return row.replace("])", "]" + _FAILED + ")")
 
 
@@ -229,8 +229,10 @@ def render_table(main: Exploration, extra: Exploration, command: str) -> str:
         f"{extra.bounds.policy.name} adds is marked.",
         "",
         "`k` is the key whose phase heads the column, `j` another key. Completion forms:",
-        "no epoch (vLLM's form), `epoch=current`, `epoch=earlier` (a job from before a reset),",
-        "`epoch=later` (an epoch that has not begun). `error X (code)`: the typed misuse error",
+        "no ticket (vLLM's form), `ticket=running` (a job running on the key's live block),",
+        "`ticket=pre-reset` (a job a reset left running), `ticket=finished` (a ticket that names",
+        "no running job: a finished job's, a duplicate or late report; or one never issued).",
+        "`error X (code)`: the typed misuse error",
         "raised; the state is unchanged. `applied` / `released` / `ignored`: the `Completion`",
         "field that holds `k`; `released` means the completion finished a copy that a reset",
         "left running. `no change`: the call is ignored, the state stays as it was.",

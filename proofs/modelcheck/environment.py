@@ -1,12 +1,17 @@
 """The environment: every call the scheduler and the workers may make in a node.
 
 In any node the environment may look keys up, touch, prepare stores and loads, complete
-any outstanding job (success or failure for stores), take events, reset (within the
-bound), and make mistakes: calls that break a precondition, and completions with no job
-behind them. Completions come in two forms (:class:`~.node.Form`): vLLM's (no job
-identity: the manager is told ``epoch=None``; ``Call.origin`` records which job really
-finished) and the reset-safe one (the job's epoch is passed). What each call must do is
-checked by :mod:`.step`; which calls are renamings of each other, by :mod:`.symmetry`.
+any outstanding job (success or failure for stores; a lone key may be named twice),
+take events, reset (within the bound), and make mistakes: calls that break a
+precondition, and completions of a job that is not running (a duplicate or late report
+of a finished job, one never issued) for every key, busy or not. Completions come in two
+forms (:class:`~.node.Form`): the ticket form (``ticket=`` the job's ticket) and vLLM's
+(no job identity: the manager is told ``ticket=None``; ``Call.job`` records which job
+really reported). A completion names one key (or one key twice): the spec matches each
+key of a completion on its own, so a completion of several keys is, key by key, several
+one-key completions; this keeps the keys of one plan independent (:mod:`.symmetry`).
+What each call must do is checked by :mod:`.step`; which calls are renamings of each
+other, by :mod:`.symmetry`.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from kvoffload.spec import (
 from . import step, symmetry
 from .bounds import Bounds
 from .model import Model
-from .node import LOAD, STORE, Action, Form, Node, Outcome, jobs_on_free_slots
+from .node import LOAD, STORE, Action, Form, Node, Outcome, finished_ticket, jobs_on_free_slots
 
 
 class Environment:
@@ -81,7 +86,7 @@ class Environment:
                 yield Action(Call(Op.PREPARE_LOAD, seq))
         yield from self._completions(node, STORE)
         yield from self._completions(node, LOAD)
-        yield from self._spurious(node)
+        yield from self._not_running(node)
         if s.epoch < self.bounds.resets:
             yield Action(Call(Op.RESET_CACHE))
         yield Action(Call(Op.TAKE_EVENTS))
@@ -106,45 +111,52 @@ class Environment:
                 seen.add(shape)
                 yield Action(call, slots=choice)
 
-    def _completion_call(self, op: Op, keys: tuple[str, ...], epoch: int, current: int,
-                         success: bool = True) -> Call:
-        if self.form is Form.SAFE:
-            return Call(op, keys, success=success, epoch=epoch)
-        return Call(op, keys, success=success, origin=None if epoch == current else epoch)
+    def _completion(self, op: Op, keys: tuple[str, ...], ticket: int, success: bool
+                    ) -> Call:
+        if self.form is Form.TICKET:
+            return Call(op, keys, success=success, ticket=ticket)
+        return Call(op, keys, success=success, job=ticket)
 
     def _completions(self, node: Node, kind: str) -> Iterator[Action]:
-        """Completions of outstanding jobs: one call may finish up to ``width`` jobs of
-        distinct keys and one epoch; a lone job may also be named twice (duplicates)."""
+        """Completions of outstanding jobs, one key each; a lone key may also be named
+        twice (duplicates)."""
         op = Op.COMPLETE_STORE if kind == STORE else Op.COMPLETE_LOAD
         jobs = sorted(set(j for j in node.jobs if j[0] == kind))
-        current = node.state.epoch
         outcomes = (True, False) if kind == STORE else (True,)
-        for n in range(1, self.bounds.width + 1):
-            for group in permutations(jobs, n):
-                if len({j[1] for j in group}) < n or len({j[2] for j in group}) > 1:
-                    continue
-                keys = tuple(j[1] for j in group)
-                for success in outcomes:
-                    call = self._completion_call(op, keys, group[0][2], current, success)
-                    yield Action(call, jobs=group)
+        for job in jobs:
+            for success in outcomes:
+                yield Action(self._completion(op, (job[1],), job[2], success), jobs=(job,))
         if self.bounds.duplicates and self.bounds.width >= 2:
             for job in jobs:
                 for success in outcomes:
-                    call = self._completion_call(op, (job[1], job[1]), job[2], current, success)
+                    call = self._completion(op, (job[1], job[1]), job[2], success)
                     yield Action(call, jobs=(job,))
 
-    def _spurious(self, node: Node) -> Iterator[Action]:
-        """Completions with no job behind them, and completions of epochs not yet begun."""
-        s = node.state
-        safe = self.form is Form.SAFE
-        for kind, op in ((STORE, Op.COMPLETE_STORE), (LOAD, Op.COMPLETE_LOAD)):
-            busy = {j[1] for j in node.jobs if j[0] == kind and (not safe or j[2] == s.epoch)}
-            epoch = s.epoch if safe else None
-            for key in self.bounds.keys:
-                if key in busy:
-                    continue
-                for success in ((True, False) if kind == STORE else (True,)):
-                    yield Action(Call(op, (key,), success=success, epoch=epoch))
-            if safe:
+    def _not_running(self, node: Node) -> Iterator[Action]:
+        """Completions of a job that is not running. Ticket form: for every key and kind,
+        the latest ticket whose job finished (else one never issued); the spec compares
+        tickets for equality only, so it stands for every ticket of no running job.
+        vLLM's form: the last finished job of each kind and key reported again (a
+        duplicate or late report), and, for keys with no job of that kind running, a
+        report with no job behind it (as in the old alphabet)."""
+        if self.form is Form.TICKET:
+            ticket = finished_ticket(node)
+            for op in (Op.COMPLETE_STORE, Op.COMPLETE_LOAD):
                 for key in self.bounds.keys:
-                    yield Action(Call(op, (key,), epoch=s.epoch + 1))
+                    for success in _OUTCOMES[op]:
+                        yield Action(self._completion(op, (key,), ticket, success))
+            return
+        for kind, key, ticket in node.done:
+            op = _OPS[kind]
+            for success in _OUTCOMES[op]:
+                yield Action(Call(op, (key,), success=success, job=ticket))
+        for kind, op in _OPS.items():
+            busy = {j[1] for j in node.jobs if j[0] == kind}
+            for key in self.bounds.keys:
+                if key not in busy:
+                    for success in _OUTCOMES[op]:
+                        yield Action(Call(op, (key,), success=success))
+
+
+_OPS = {STORE: Op.COMPLETE_STORE, LOAD: Op.COMPLETE_LOAD}
+_OUTCOMES = {Op.COMPLETE_STORE: (True, False), Op.COMPLETE_LOAD: (True,)}

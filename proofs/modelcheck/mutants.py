@@ -47,6 +47,7 @@ from kvoffload.spec import (
 )
 
 from .model import SPEC, Model, Slots, Transition
+from .node import Form
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,10 @@ class Mutant:
     hidden_by: Assumption | None = None
     in_suite: bool = False
     """Does the conformance suite's self-test seed a bug of this class, by this name?"""
+    form: Form = Form.TICKET
+    """The completion form it is checked with: vLLM's for a bug only that form can show
+    (the ticket form names each job, so neither a duplicate key nor a missing load
+    can take another job's completion)."""
 
     @property
     def name(self) -> str:
@@ -105,31 +110,38 @@ def _duplicate_key_slot_leak(state: CacheState, call: Call, slots: Slots
         return new, plan
     repeats = [k for i, k in enumerate(call.keys) if k in plan.keys and k in call.keys[:i]]
     extra = new.free_slots()[:len(repeats)]
-    leaked = frozenset(Block(k, Phase.STORING, s) for k, s in zip(repeats, extra, strict=False))
+    leaked = frozenset(Block(k, Phase.STORING, s, plan.ticket)
+                       for k, s in zip(repeats, extra, strict=False))
     return (replace(new, blocks=new.blocks | leaked),
             StorePlan((*plan.keys, *repeats[:len(extra)]), (*plan.slots, *extra),
-                      plan.evicted, plan.epoch))
+                      plan.evicted, plan.epoch, plan.ticket))
 
 
 def _prepare_load_double_pins(state: CacheState, call: Call, slots: Slots
                               ) -> tuple[CacheState, Output]:
+    if len(set(call.keys)) == len(call.keys):
+        return apply(state, call)
     new = state
     for key in call.keys:
         new, _ = apply(new, Call(Op.PREPARE_LOAD, (key,)))
-    return new, LoadPlan(call.keys, tuple(state.table[k].slot for k in call.keys), state.epoch)
+    return new, LoadPlan(call.keys, tuple(state.table[k].slot for k in call.keys), state.epoch,
+                         state.next_ticket)
 
 
 def _complete_load_counts_duplicates(state: CacheState, call: Call, slots: Slots
                                      ) -> tuple[CacheState, Output]:
     new = state
+    found: list[Key] = []
     applied: list[Key] = []
     released: list[Key] = []
     for key in call.keys:
         new, done = apply(new, replace(call, keys=(key,)))
         if isinstance(done, Completion):
+            found += done.applied + done.released
             applied += done.applied
             released += done.released
-    return new, Completion(applied=tuple(applied), released=tuple(released))
+    ignored = tuple(k for k in unique(call.keys) if k not in found)
+    return new, Completion(applied=tuple(applied), released=tuple(released), ignored=ignored)
 
 
 # --- D3 and D4: rejection and eviction --------------------------------------------
@@ -215,11 +227,9 @@ def _unmatched_complete_load_accepted(state: CacheState, call: Call, slots: Slot
     try:
         return apply(state, call)
     except UnmatchedCompleteLoad:
-        # vLLM under python -O: the assert is gone and the count goes down anyway.
-        live = tuple(k for k in unique(call.keys) if k in state.table)
-        old = frozenset(state.table[k] for k in live)
-        lowered = frozenset(replace(b, readers=b.readers - 1) for b in old)
-        return replace(state, blocks=(state.blocks - old) | lowered), Completion(applied=live)
+        # vLLM under python -O: the assert is gone and the call goes through (the reader
+        # count, here a list of load tickets, cannot go below zero).
+        return state, Completion(applied=tuple(k for k in unique(call.keys) if k in state.table))
 
 
 def _load_of_storing_marks_ready(state: CacheState, call: Call, slots: Slots
@@ -228,16 +238,9 @@ def _load_of_storing_marks_ready(state: CacheState, call: Call, slots: Slots
     if storing:
         # vLLM under python -O: the block is marked READY before its data is written.
         old = frozenset(state.table[k] for k in storing)
-        ready = frozenset(replace(b, phase=Phase.READY) for b in old)
+        ready = frozenset(replace(b, phase=Phase.READY, ticket=None) for b in old)
         state = replace(state, blocks=(state.blocks - old) | ready,
                         recency=state.recency.evictable(storing))
-    return apply(state, call)
-
-
-def _future_epoch_accepted(state: CacheState, call: Call, slots: Slots
-                           ) -> tuple[CacheState, Output]:
-    if call.epoch is not None and call.epoch > state.epoch:
-        call = replace(call, epoch=None)
     return apply(state, call)
 
 
@@ -252,8 +255,9 @@ def _reset_frees_running_slots(state: CacheState, call: Call, slots: Slots
 
 def _stale_completion_marks_ready(state: CacheState, call: Call, slots: Slots
                                   ) -> tuple[CacheState, Output]:
-    if call.epoch is not None and call.epoch < state.epoch:
-        call = replace(call, epoch=None)
+    """A completion whose ticket names no running live job is taken as vLLM's form."""
+    if call.ticket is not None and NO_STALE_COMPLETIONS.excludes(state, call):
+        call = replace(call, ticket=None)
     return apply(state, call)
 
 
@@ -282,9 +286,9 @@ def _touch_queues_storing(state: CacheState, call: Call, slots: Slots
 
 def _mutant(name: str, decision: str, rule: str, replaced: dict[Op, Transition], *,
             policy: Policy = Policy.LRU, hidden_by: Assumption | None = None,
-            in_suite: bool = True) -> Mutant:
+            in_suite: bool = True, form: Form = Form.TICKET) -> Mutant:
     return Mutant(replace(SPEC, name=name, about=rule, replaced=replaced), decision, rule,
-                  policy, hidden_by, in_suite)
+                  policy, hidden_by, in_suite, form)
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -303,7 +307,7 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("CompleteLoadCountsDuplicates", "D2",
             "complete_load([k, k]) releases two readers",
             {Op.COMPLETE_LOAD: _complete_load_counts_duplicates}, hidden_by=UNIQUE_KEYS,
-            in_suite=False),
+            in_suite=False, form=Form.VLLM),
     _mutant("RejectsCountingPresentKeys", "D3",
             "prepare_store counts keys already present as needing a slot",
             {Op.PREPARE_STORE: _rejects_counting_present_keys}, in_suite=False),
@@ -323,20 +327,18 @@ MUTANTS: tuple[Mutant, ...] = (
             "complete_store(success=False) of a READY block drops it (vLLM 0.18 ARC)",
             {Op.COMPLETE_STORE: _failed_store_drops_ready_block}),
     _mutant("UnmatchedCompleteLoadAccepted", "D6",
-            "complete_load with no load outstanding decrements anyway (vLLM under -O)",
-            {Op.COMPLETE_LOAD: _unmatched_complete_load_accepted}, hidden_by=NO_MISUSE),
+            "complete_load with no load outstanding is accepted (vLLM under -O)",
+            {Op.COMPLETE_LOAD: _unmatched_complete_load_accepted}, hidden_by=NO_MISUSE,
+            form=Form.VLLM),
     _mutant("LoadOfStoringMarksReady", "D6",
             "prepare_load of a STORING block marks it READY (vLLM under -O)",
             {Op.PREPARE_LOAD: _load_of_storing_marks_ready}, hidden_by=NO_MISUSE),
-    _mutant("FutureEpochAccepted", "D6",
-            "a completion naming an epoch not yet begun is taken as vLLM's form",
-            {Op.COMPLETE_STORE: _future_epoch_accepted,
-             Op.COMPLETE_LOAD: _future_epoch_accepted}, hidden_by=NO_MISUSE, in_suite=False),
     _mutant("ResetFreesRunningSlots", "D7",
             "reset_cache frees the slots of copies still running (vLLM-shaped reset)",
             {Op.RESET_CACHE: _reset_frees_running_slots}, hidden_by=NO_RESET_IN_FLIGHT),
     _mutant("StaleCompletionMarksReady", "D7",
-            "the reset-safe form applies a pre-reset completion to the current block",
+            "the ticket form takes a complete_store of a job not running live (finished, "
+            "pre-reset, never issued) as vLLM's form: it lands on the key's current block",
             {Op.COMPLETE_STORE: _stale_completion_marks_ready},
             hidden_by=NO_STALE_COMPLETIONS),
     _mutant("MissingRemovalEvent", "D8",

@@ -1,9 +1,10 @@
 """What one checked node is: the spec's state plus the copy jobs workers still run.
 
-A store job ``(STORE, key, epoch, slot)`` is created by an accepted ``prepare_store``
-(one per planned key), a load job ``(LOAD, key, epoch, slot)`` by ``prepare_load`` (one
-per distinct key of the call). An :class:`Action` is one call the environment makes,
-with the jobs it reports finished; an :class:`Outcome` is what the call did.
+A store job ``(STORE, key, ticket, slot)`` is created by an accepted ``prepare_store``
+(one per planned key, all with the plan's ticket), a load job ``(LOAD, key, ticket,
+slot)`` by ``prepare_load`` (one per distinct key of the call). An :class:`Action` is
+one call the environment makes, with the jobs it reports finished; an :class:`Outcome`
+is what the call did.
 """
 
 from __future__ import annotations
@@ -15,16 +16,17 @@ from kvoffload.spec import CacheState, Call, Output
 
 STORE, LOAD = "store", "load"
 Job = tuple[str, str, int, int]
-"""``(kind, key, epoch, slot)``: one copy a worker is running."""
+"""``(kind, key, ticket, slot)``: one copy a worker is running, named by its plan's ticket."""
 
 
 class Form(enum.Enum):
     """How the environment reports a finished copy to the manager."""
 
-    SAFE = "reset-safe"
-    """Completions name the epoch their job started in."""
+    TICKET = "ticket"
+    """Completions name their job: ``ticket=`` the plan's ticket."""
     VLLM = "vllm"
-    """Completions carry no job identity (``epoch=None``), as in vLLM."""
+    """Completions carry no job identity (``ticket=None``), as in vLLM; ``Call.job``
+    records which job really reported."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,9 @@ class Node:
 
     state: CacheState
     jobs: tuple[Job, ...] = ()
+    done: tuple[tuple[str, str, int], ...] = ()
+    """vLLM's form only: per kind and key, the last job that finished ``(kind, key,
+    ticket)``, which the environment may report again (a duplicate or late report)."""
 
 
 @dataclass(frozen=True)
@@ -77,3 +82,25 @@ def jobs_on_free_slots(node: Node) -> frozenset[int]:
     if not node.jobs:
         return frozenset()
     return frozenset(j[3] for j in node.jobs) - node.state.used_slots()
+
+
+def running_tickets(node: Node) -> frozenset[int]:
+    """Every ticket a running copy or the spec's state still names."""
+    s = node.state
+    found = {j[2] for j in node.jobs}
+    for b in s.blocks:
+        found.update(b.loads)
+        if b.ticket is not None:
+            found.add(b.ticket)
+    for o in s.orphans:
+        found.update(o.tickets)
+    return frozenset(found)
+
+
+def finished_ticket(node: Node) -> int:
+    """A ticket that names no running job: the latest one issued whose job finished (or
+    was released), else one never issued. The spec compares tickets only for equality,
+    so one such ticket stands for all of them."""
+    running = running_tickets(node)
+    issued = node.state.next_ticket
+    return next((t for t in range(issued - 1, -1, -1) if t not in running), issued)

@@ -14,11 +14,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kvoffload.spec import (
+    CacheState,
     Completion,
     KvOffloadError,
+    LoadPlan,
     MisuseError,
     Op,
     Output,
+    Phase,
     StorePlan,
     unique,
 )
@@ -44,10 +47,24 @@ def step(model: Model, form: Form, node: Node, action: Action) -> Outcome:
         return Outcome(None, error, ("no_internal_errors", f"{call} raised {error!r}"))
     broken = _differs(model, node, action, (new, out))
     jobs = _jobs_after(node, action, out)
-    if broken is None and action.jobs:
-        broken = _check_attributed(form, node, action, out)
-    next_node = node if new is s and jobs is node.jobs else Node(new, jobs)
+    done = node.done
+    if action.jobs:
+        if broken is None:
+            broken = _check_attributed(form, node, action, out)
+        if form is Form.VLLM:
+            done = _remembered(done, action.jobs)
+    next_node = node if new is s and jobs is node.jobs and done is node.done else Node(
+        new, jobs, done)
     return Outcome(next_node, out, broken)
+
+
+def _remembered(done: tuple[tuple[str, str, int], ...], finished: Sequence[Job]
+                ) -> tuple[tuple[str, str, int], ...]:
+    """``done`` with each finished job as the last one of its kind and key."""
+    latest = {(kind, key): ticket for kind, key, ticket in done}
+    for kind, key, ticket, _ in finished:
+        latest[kind, key] = ticket
+    return tuple(sorted((kind, key, ticket) for (kind, key), ticket in latest.items()))
 
 
 def _differs(model: Model, node: Node, action: Action,
@@ -67,7 +84,7 @@ def _differs(model: Model, node: Node, action: Action,
         return None
     if not isinstance(want, BaseException) and not isinstance(got, BaseException) \
             and want[1] == got[1]:
-        fields = [f for f in ("blocks", "orphans", "recency", "epoch", "announced")
+        fields = [f for f in ("blocks", "orphans", "recency", "epoch", "announced", "next_ticket")
                   if getattr(want[0], f) != getattr(got[0], f)]
         return ("follows_the_spec", f"{action.call} returns {got[1]!r} as the spec does, "
                 f"but leaves other {', '.join(fields)}: {_fields(got[0], fields)}; the "
@@ -89,11 +106,11 @@ def _fields(state: object, fields: list[str]) -> str:
 def _jobs_after(node: Node, action: Action, out: Output) -> tuple[Job, ...]:
     s, call = node.state, action.call
     if call.op is Op.PREPARE_STORE and isinstance(out, StorePlan):
-        started = [(STORE, str(k), out.epoch, slot)
+        started = [(STORE, str(k), out.ticket, slot)
                    for k, slot in zip(out.keys, out.slots, strict=False)]
         return _with_jobs(node.jobs, started, ())
-    if call.op is Op.PREPARE_LOAD:
-        loads = [(LOAD, str(k), s.epoch, s.table[k].slot) for k in unique(call.keys)]
+    if call.op is Op.PREPARE_LOAD and isinstance(out, LoadPlan):
+        loads = [(LOAD, str(k), out.ticket, s.table[k].slot) for k in unique(call.keys)]
         return _with_jobs(node.jobs, loads, ())
     return _with_jobs(node.jobs, (), action.jobs)
 
@@ -112,19 +129,29 @@ def _with_jobs(jobs: tuple[Job, ...], started: Sequence[Job], finished: Sequence
 
 def _check_attributed(form: Form, node: Node, action: Action, out: Output) -> Broken:
     """A running copy's completion finishes a live block or releases a copy a reset left
-    running, never nothing; in the reset-safe form, exactly the job's own one."""
-    s = node.state
+    running, never nothing; in the ticket form, exactly the job's own one."""
     if not isinstance(out, Completion):
         return ("completions_attributed", f"{action.call} returned {out!r}")
-    for _, key, epoch, _ in action.jobs:
-        if form is Form.SAFE:
-            found = out.applied if epoch == s.epoch else out.released
+    for kind, key, ticket, _ in action.jobs:
+        if form is Form.TICKET:
+            live = _runs_live(node.state, kind, key, ticket)
+            found = out.applied if live else out.released
             if key not in found:
-                where = "applied" if epoch == s.epoch else "released"
-                return ("completions_attributed", f"{action.call}: the job of epoch "
-                        f"{epoch} for {key!r} must be {where}; got {out}")
+                where = "applied" if live else "released"
+                return ("completions_attributed", f"{action.call}: job {ticket} of {key!r} "
+                        f"must be {where}; got {out}")
         elif key not in out.applied and key not in out.released:
             return ("completions_attributed",
                     f"{action.call}: the completion of a running copy of {key!r} was "
                     f"ignored; got {out}")
     return None
+
+
+def _runs_live(s: CacheState, kind: str, key: str, ticket: int) -> bool:
+    """Is job ``ticket`` running on ``key``'s live block (not on a copy a reset left)?"""
+    block = s.table.get(key)
+    if block is None:
+        return False
+    if kind == STORE:
+        return block.phase is Phase.STORING and block.ticket == ticket
+    return ticket in block.loads

@@ -74,8 +74,9 @@ def test_table_states_the_lifecycle(generated: dict[Path, str]) -> None:
     reset = table["`reset_cache()`"]
     assert "store copy keeps running" in reset[1]
     assert "load copy keeps running" in reset[3]
-    assert all("`UnknownEpoch`" in cell
-               for cell in table["`complete_load([k], epoch=later)`"])
+    late = table["`complete_load([k], ticket=finished)`"]
+    assert all("`ignored`" in cell or cell == "(not reached)" for cell in late)
+    assert "`UnmatchedCompleteLoad`" in table["`complete_load([k])`"][0]
 
 
 def test_diagram_draws_the_lifecycle(generated: dict[Path, str]) -> None:

@@ -13,12 +13,12 @@ from kvoffload.spec import (
     NotReadable,
     Op,
     Policy,
-    UnknownEpoch,
+    UnmatchedCompleteLoad,
     initial_state,
 )
 
 
-def _env(form: Form = Form.SAFE) -> Environment:
+def _env(form: Form = Form.TICKET) -> Environment:
     return Environment(SPEC, TINY, form)
 
 
@@ -47,9 +47,9 @@ def test_prepare_store_starts_one_job_per_planned_key() -> None:
 def test_prepare_load_starts_one_job_per_distinct_key() -> None:
     env = _env()
     node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
-    node = _run_from(env, node, "complete_store(['a'], epoch=0)")
+    node = _run_from(env, node, "complete_store(['a'], ticket=0)")
     node = _run_from(env, node, "prepare_load(['a', 'a'])")
-    assert node.jobs == (("load", "a", 0, 0),)
+    assert node.jobs == (("load", "a", 1, 0),)
 
 
 def _run_from(env: Environment, node: Node, text: str) -> Node:
@@ -59,42 +59,52 @@ def _run_from(env: Environment, node: Node, text: str) -> Node:
     return outcome.node
 
 
-def test_completions_name_the_jobs_epoch_in_the_safe_form_only() -> None:
-    for form, text in ((Form.SAFE, "complete_store(['a'], epoch=0)"),
-                       (Form.VLLM, "complete_store(['a'])")):
+def test_completions_name_the_jobs_ticket_in_the_ticket_form_only() -> None:
+    for form, text in ((Form.TICKET, "complete_store(['a'], ticket=0)"),
+                       (Form.VLLM, "complete_store(['a'])  # job 0")):
         env = _env(form)
         node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
+        action = _find(env, node, text)
+        assert action.call.job_ticket == 0
+        assert (action.call.ticket is None) is (form is Form.VLLM)
         assert _run_from(env, node, text).jobs == ()
 
 
-def test_stale_completions_carry_their_origin_in_the_vllm_form() -> None:
+def test_vllm_form_reports_a_finished_job_again() -> None:
+    """Issue 10 A: the environment sends duplicate and late reports of finished jobs,
+    for busy keys too; it remembers the last finished job of each kind and key."""
     env = _env(Form.VLLM)
-    node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",))), Action(Call(Op.RESET_CACHE))])
-    stale = _find(env, node, "complete_store(['a'])  # job of epoch 0")
-    assert stale.call.epoch is None
-    assert stale.call.origin == 0
-    assert stale.jobs == (("store", "a", 0, 0),)
+    node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
+    node = _run_from(env, node, "complete_store(['a'], success=False)  # job 0")
+    assert node.done == (("store", "a", 0),)
+    node = _run_from(env, node, "prepare_store(['a'])")
+    late = _find(env, node, "complete_store(['a'])  # job 0")
+    assert late.jobs == ()
+    assert late.call.ticket is None
+    assert late.call.job == 0
 
 
 def test_misuse_calls_are_offered_and_raise_without_a_violation() -> None:
     env = _env()
     node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
-    for text, error in (("prepare_load(['a'])", NotReadable),
-                        ("complete_store(['a'], epoch=1)", UnknownEpoch)):
-        outcome = env.step(node, _find(env, node, text))
-        assert outcome.node is None
-        assert outcome.violation is None
-        assert isinstance(outcome.output, error)
+    outcome = env.step(node, _find(env, node, "prepare_load(['a'])"))
+    assert outcome.node is None
+    assert outcome.violation is None
+    assert isinstance(outcome.output, NotReadable)
+    env = _env(Form.VLLM)
+    outcome = env.step(node, _find(env, node, "complete_load(['b'])"))
+    assert outcome.violation is None
+    assert isinstance(outcome.output, UnmatchedCompleteLoad)
 
 
-def test_completions_with_no_job_behind_them_are_offered() -> None:
+def test_ticket_form_completions_of_no_running_job_are_offered_for_every_key() -> None:
     env = _env()
     node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
-    spurious = {str(a) for a in env.actions(node, None)
-                if a.call.op is Op.COMPLETE_STORE and not a.jobs}
-    assert {"complete_store(['b'], epoch=0)",
-            "complete_store(['b'], success=False, epoch=0)"} <= spurious
-    assert "complete_store(['a'], epoch=0)" not in spurious
+    stray = {str(a) for a in env.actions(node, None)
+             if a.call.op is Op.COMPLETE_STORE and not a.jobs}
+    assert {"complete_store(['a'], ticket=1)", "complete_store(['b'], ticket=1)",
+            "complete_store(['b'], success=False, ticket=1)"} <= stray
+    assert "complete_store(['a'], ticket=0)" not in stray
 
 
 def test_resets_and_readers_stay_within_the_bounds() -> None:
@@ -102,7 +112,7 @@ def test_resets_and_readers_stay_within_the_bounds() -> None:
     node = _run(env, [Action(Call(Op.RESET_CACHE))])
     assert not any(a.call.op is Op.RESET_CACHE for a in env.actions(node, None))
     node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
-    node = _run_from(env, node, "complete_store(['a'], epoch=0)")
+    node = _run_from(env, node, "complete_store(['a'], ticket=0)")
     node = _run_from(env, node, "prepare_load(['a'])")
     loads = [a for a in env.actions(node, None) if a.call.op is Op.PREPARE_LOAD]
     assert not any(a.call.keys == ("a",) for a in loads)  # TINY allows one reader
@@ -124,19 +134,19 @@ def test_each_call_rule_can_fail() -> None:
     """A replaced operation must answer as the spec's transition; a running copy's
     completion must reach that copy."""
     node = Node(initial_state(TINY.capacity, Policy.LRU))
-    env = Environment(MUTANTS_BY_NAME["UnmatchedCompleteLoadAccepted"].model, TINY, Form.SAFE)
-    outcome = env.step(node, _find(env, node, "complete_load(['a'], epoch=0)"))
+    env = Environment(MUTANTS_BY_NAME["UnmatchedCompleteLoadAccepted"].model, TINY, Form.VLLM)
+    outcome = env.step(node, _find(env, node, "complete_load(['a'])"))
     assert outcome.violation is not None
     assert outcome.violation[0] == "follows_the_spec"
     assert "raises UnmatchedCompleteLoad" in outcome.violation[1]
-    env = Environment(MUTANTS_BY_NAME["LookupPendingAsMiss"].model, TINY, Form.SAFE)
+    env = Environment(MUTANTS_BY_NAME["LookupPendingAsMiss"].model, TINY, Form.TICKET)
     node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
     outcome = env.step(node, _find(env, node, "lookup('a')"))
     assert outcome.violation is not None
     assert outcome.violation[0] == "follows_the_spec"
     env = _env()
     job = node.jobs[0]
-    wrong = Action(Call(Op.COMPLETE_STORE, ("b",), epoch=0), jobs=(job,))
+    wrong = Action(Call(Op.COMPLETE_STORE, ("b",), ticket=0), jobs=(job,))
     outcome = env.step(node, wrong)
     assert outcome.violation is not None
     assert outcome.violation[0] == "completions_attributed"
