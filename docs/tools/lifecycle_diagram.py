@@ -7,7 +7,7 @@ Run from the repository root:
     python -m docs.tools.lifecycle_diagram --check   # exit 1 if the committed files are stale
 
 Both files are projections of a bounded exploration of :mod:`kvoffload.spec` (see
-:mod:`.lifecycle_explore`), so they follow the spec: change a transition and they change.
+:mod:`.lifecycle_projection`), so they follow the spec: change a transition and they change.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from pathlib import Path
 
 from kvoffload.spec import Policy
 
-from . import lifecycle_dot, lifecycle_table
-from .lifecycle_explore import Bounds, explore
-from .lifecycle_projection import effects_of
+from .lifecycle_projection import Bounds, effects_of, explore
+from .lifecycle_render import Exploration, render_dot, render_table
 
 DOCS = Path(__file__).resolve().parents[1]
 DOT_FILE = DOCS / "lifecycle.dot"
@@ -35,10 +34,10 @@ EXTRA = Bounds(resets=0, policy=Policy.ARC)
 """ARC, smaller: its ghost lists make the space grow fast; it adds what touch does under ARC."""
 
 
-def run(bounds: Bounds) -> lifecycle_table.Exploration:
+def run(bounds: Bounds) -> Exploration:
     """Explore the spec within ``bounds`` and project every step onto the keys."""
     states, steps = explore(bounds)
-    return lifecycle_table.Exploration(bounds, len(states), len(steps),
+    return Exploration(bounds, len(states), len(steps),
                                        list(effects_of(steps, bounds.keys)))
 
 
@@ -48,8 +47,8 @@ def generate(main: Bounds = MAIN, extra: Bounds = EXTRA) -> dict[Path, str]:
     caption = ("The lifecycle of one key, projected from the transitions of kvoffload.spec\\n"
                f"explored: {main.describe()};\\n{extra.describe()}")
     effects = [e for r in runs for e in r.effects]
-    return {DOT_FILE: lifecycle_dot.render(effects, caption, COMMAND),
-            TABLE_FILE: lifecycle_table.render(*runs, COMMAND)}
+    return {DOT_FILE: render_dot(effects, caption, COMMAND),
+            TABLE_FILE: render_table(*runs, COMMAND)}
 
 
 def render_pictures(dot_file: Path) -> list[Path]:

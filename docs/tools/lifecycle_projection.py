@@ -1,31 +1,174 @@
-"""What one step of the spec does to one key: the per-key view the docs are drawn from.
+"""What the spec does to one key: a bounded exploration, projected per key.
 
-A key's phase here refines the spec's :class:`~kvoffload.spec.Phase` by readers (a READY
-block being read cannot be evicted, an idle one can). A reset can leave a key's copy
-running (a spec ``Orphan``); such copies are followed separately, since a key may have
-one while it is stored again in the new epoch.
+The lifecycle diagram and the operation x phase table are projections of these steps,
+so both follow whatever the spec's transitions do. The exploration (:func:`explore`)
+offers every operation with one-key arguments (the phase picture is per key, and a
+key's fate does not depend on how many other keys share its call), every completion
+form (vLLM's ``ticket=None``; the ticket of a job running on the key's live block, of
+one a reset left running, of no running job) and both store outcomes; resets and readers
+per block are bounded, and states equal up to a renaming of tickets are one (the spec
+compares tickets only for equality), so the space is finite. It runs on the model
+checker's search engine (``proofs/modelcheck/explorer.py``).
+
+A key's phase (:class:`KeyPhase`) refines the spec's :class:`~kvoffload.spec.Phase` by
+readers (a READY block being read cannot be evicted, an idle one can). A reset can leave
+a key's copy running (a spec ``Orphan``); such copies are followed separately, since a
+key may have one while it is stored again in the new epoch.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from proofs.modelcheck.explorer import Search
+
 from kvoffload.spec import (
+    COMPLETIONS,
     CacheState,
+    Call,
     Completion,
     CopyKind,
     Events,
     Key,
     LookupResult,
+    MisuseError,
     Op,
+    Output,
     Phase,
+    Policy,
     StorePlan,
     StoreRejected,
+    apply,
+    check_invariants,
+    initial_state,
+    renumbered,
 )
 
-from .lifecycle_explore import Step, epoch_form
+# --- the exploration ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """How far the exploration goes."""
+
+    capacity: int = 2
+    keys: tuple[str, ...] = ("a", "b")
+    resets: int = 1
+    """``reset_cache`` is offered only while fewer than this many resets happened."""
+    readers: int = 2
+    """``prepare_load`` is offered only while the key has fewer readers than this."""
+    policy: Policy = Policy.LRU
+
+    def describe(self) -> str:
+        return (f"{self.policy.name}, capacity {self.capacity}, keys {', '.join(self.keys)}, "
+                f"at most {self.resets} reset(s), at most {self.readers} readers per block")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One call from one reachable state: what it returned or the misuse error it raised.
+
+    A rejected call changes nothing, so ``after`` is ``before`` when ``error`` is set.
+    """
+
+    before: CacheState
+    call: Call
+    after: CacheState
+    output: Output
+    error: MisuseError | None
+
+
+def _tickets(state: CacheState, key: Key, kind: CopyKind) -> tuple[int | None, ...]:
+    """The completion forms offered for ``key``: vLLM's (None), each job of ``kind``
+    running on the key's live block or on a copy a reset left running, and a ticket that
+    names no running job (the latest finished one, else one never issued)."""
+    block = state.table.get(key)
+    live: tuple[int, ...] = ()
+    if block is not None:
+        live = block.loads if kind is CopyKind.LOAD else (
+            () if block.ticket is None else (block.ticket,))
+    left = tuple(t for o in sorted(state.orphans, key=lambda o: o.epoch)
+                 if o.key == key and o.kind is kind for t in o.tickets)
+    running = {t for b in state.blocks for t in (*b.loads, b.ticket) if t is not None}
+    running |= {t for o in state.orphans for t in o.tickets}
+    issued = state.next_ticket
+    other = next((t for t in range(issued - 1, -1, -1) if t not in running), issued)
+    return (None, *live, *left, other)
+
+
+def calls_from(state: CacheState, bounds: Bounds) -> Iterator[Call]:
+    """The alphabet offered in ``state``: one-key calls of every operation and form."""
+    for key in bounds.keys:
+        keys = (key,)
+        yield Call(Op.LOOKUP, keys)
+        block = state.table.get(key)
+        if block is None or block.readers < bounds.readers:
+            yield Call(Op.PREPARE_LOAD, keys)
+        yield Call(Op.TOUCH, keys)
+        yield Call(Op.PREPARE_STORE, keys)
+        for ticket in _tickets(state, key, CopyKind.LOAD):
+            yield Call(Op.COMPLETE_LOAD, keys, ticket=ticket)
+        for ticket in _tickets(state, key, CopyKind.STORE):
+            for success in (True, False):
+                yield Call(Op.COMPLETE_STORE, keys, success=success, ticket=ticket)
+    if state.epoch < bounds.resets:
+        yield Call(Op.RESET_CACHE)
+    yield Call(Op.TAKE_EVENTS)
+
+
+def take_step(state: CacheState, call: Call) -> Step:
+    """Apply ``call`` to ``state`` with the spec; a misuse error is an outcome, not a crash."""
+    try:
+        after, output = apply(state, call)
+    except MisuseError as error:
+        return Step(state, call, state, None, error)
+    return Step(state, call, after, output, None)
+
+
+def explore(bounds: Bounds) -> tuple[list[CacheState], list[Step]]:
+    """Breadth-first search from the empty tier, in a deterministic order (the model
+    checker's search engine, :class:`proofs.modelcheck.explorer.Search`, with no
+    symmetry reduction: the diagram tells keys apart).
+
+    Returns the reachable states (the initial one first) and every step taken from them.
+    Each new state is checked against the spec's invariants when first reached.
+    """
+    search: Search[CacheState, Call] = Search(initial_state(bounds.capacity, bounds.policy),
+                                              _renamed)
+    steps: list[Step] = []
+    for state, i, _ in search.frontier():
+        for call in calls_from(state, bounds):
+            step = take_step(state, call)
+            steps.append(step)
+            if search.reach(i, call, step.after)[1]:
+                check_invariants(step.after)
+    return search.nodes, steps
+
+
+def _renamed(state: CacheState) -> tuple[Hashable, object]:
+    return renumbered(state)[0], None
+
+
+def ticket_form(step: Step) -> str:
+    """How a completion names its job, relative to the state it arrives in: ``running``
+    (a job on the key's live block), ``pre-reset`` (a copy a reset left running),
+    ``finished`` (no running job: a finished one, or one never issued)."""
+    ticket, call = step.call.ticket, step.call
+    if call.op not in COMPLETIONS or ticket is None:
+        return ""
+    kind = CopyKind.LOAD if call.op is Op.COMPLETE_LOAD else CopyKind.STORE
+    key = call.keys[0]
+    block = step.before.table.get(key)
+    if block is not None and ticket in (block.loads if kind is CopyKind.LOAD else (block.ticket,)):
+        return "running"
+    if step.before.orphan_of_job(key, kind, ticket) is not None:
+        return "pre-reset"
+    return "finished"
+
+
+# --- the projection onto one key ---------------------------------------------------
 
 
 class KeyPhase(enum.Enum):
@@ -114,7 +257,7 @@ def effects_of(steps: Iterable[Step], keys: Sequence[Key]) -> Iterator[Effect]:
 
 
 def call_form(step: Step, key: Key) -> str:
-    """The call of ``step`` as seen from ``key``: ``complete_store([k], epoch=earlier)``."""
+    """The call of ``step`` as seen from ``key``: ``complete_store([k], ticket=pre-reset)``."""
     call = step.call
     if call.op in GLOBAL_OPS:
         return f"{call.op.value}()"
@@ -123,9 +266,9 @@ def call_form(step: Step, key: Key) -> str:
     args = [arg if call.op is Op.LOOKUP else f"[{arg}]"]
     if call.op is Op.COMPLETE_STORE and not call.success:
         args.append("success=False")
-    form = epoch_form(step)
+    form = ticket_form(step)
     if form:
-        args.append(f"epoch={form}")
+        args.append(f"ticket={form}")
     return f"{call.op.value}({', '.join(args)})"
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvoffload.spec import NO_RESET_IN_FLIGHT, NO_STALE_COMPLETIONS, Policy
+from kvoffload.spec import NO_RESET_IN_FLIGHT, NO_STALE_COMPLETIONS, Assumption, Op, Policy
 
-from .environment import Form
 from .explorer import Setup
 from .model import SPEC
-from .mutants import MUTANTS, MUTANTS_BY_NAME
+from .mutants import MUTANTS, MUTANTS_BY_NAME, Mutant
+from .node import Form
 from .properties import LIVENESS
 
 
@@ -32,18 +32,48 @@ class Check:
 
 
 _SAFETY_NOTE = "every spec invariant and every call rule"
-_HOLD_BACK = MUTANTS_BY_NAME["reset-without-hold-back"]
+_HOLD_BACK = MUTANTS_BY_NAME["ResetFreesRunningSlots"]
+_UNSAFE = frozenset({"ready_blocks_are_not_being_written", "running_copies_own_their_slots"})
+
+NO_STALE_STORE_COMPLETIONS = Assumption(
+    "no-stale-store-completions",
+    "a complete_store of a job that is not running live (no-stale-completions for stores "
+    "only: what is left shows the complete_load hazard on its own)",
+    lambda state, call: call.op is Op.COMPLETE_STORE
+    and NO_STALE_COMPLETIONS.excludes(state, call))
+
+_FORMS = {Form.TICKET: "", Form.VLLM: ", vLLM completions"}
+
+
+def _assumed(m: Mutant) -> tuple[Assumption, ...]:
+    """The mutant's hiding assumption, and in vLLM's form the one that form needs."""
+    hidden = () if m.hidden_by is None else (m.hidden_by,)
+    return hidden + ((NO_STALE_COMPLETIONS,) if m.form is Form.VLLM else ())
+
+
+def _live(m: Mutant) -> bool:
+    """Liveness counts unless stale completions are assumed away (then copies a reset
+    left running never report, and their slots never come back)."""
+    return NO_STALE_COMPLETIONS not in _assumed(m)
+
 
 CHECKS: tuple[Check, ...] = (
-    Check("spec-lru", f"spec, LRU, reset-safe completions: {_SAFETY_NOTE}, liveness",
-          Setup(SPEC, Form.SAFE, Policy.LRU), "holds", ("tiny", "small")),
-    Check("spec-arc", f"spec, ARC, reset-safe completions: {_SAFETY_NOTE}, liveness",
-          Setup(SPEC, Form.SAFE, Policy.ARC), "holds"),
+    Check("spec-lru", f"spec, LRU, ticket completions, duplicate and late ones included, "
+          f"no assumption: {_SAFETY_NOTE}, liveness",
+          Setup(SPEC, Form.TICKET, Policy.LRU), "holds", ("tiny", "small")),
+    Check("spec-arc", f"spec, ARC, ticket completions, duplicate and late ones included, "
+          f"no assumption: {_SAFETY_NOTE}, liveness",
+          Setup(SPEC, Form.TICKET, Policy.ARC), "holds"),
     Check("spec-vllm-form", "spec, vLLM completions (no job identity), no assumption: "
-          "a stale completion marks a re-allocated block READY",
-          Setup(SPEC, Form.VLLM, Policy.LRU,
-                properties=frozenset({"ready_blocks_are_not_being_written"})),
+          "a completion that is not its running job's (a duplicate, a late or pre-reset "
+          "report) lands on the key's running job",
+          Setup(SPEC, Form.VLLM, Policy.LRU, properties=_UNSAFE),
           "violated", ("tiny", "small")),
+    Check("spec-vllm-form+no-stale-store-completions", "spec, vLLM completions, stale "
+          "completions of loads only: a stale complete_load unpins a running load, whose "
+          "slot can then be handed out (use-after-free)",
+          Setup(SPEC, Form.VLLM, Policy.LRU, (NO_STALE_STORE_COMPLETIONS,),
+                properties=_UNSAFE), "violated"),
     Check("spec-vllm-form+no-stale-completions", "spec, vLLM completions, assuming "
           f"no-stale-completions: {_SAFETY_NOTE}",
           Setup(SPEC, Form.VLLM, Policy.LRU, (NO_STALE_COMPLETIONS,), liveness=False),
@@ -54,21 +84,22 @@ CHECKS: tuple[Check, ...] = (
           Setup(SPEC, Form.VLLM, Policy.LRU, (NO_STALE_COMPLETIONS,),
                 properties=frozenset({LIVENESS})), "violated"),
     Check("spec-vllm-form+no-reset-in-flight", "spec, vLLM completions, assuming "
-          f"no-reset-in-flight: {_SAFETY_NOTE}, liveness",
-          Setup(SPEC, Form.VLLM, Policy.LRU, (NO_RESET_IN_FLIGHT,)), "holds",
-          ("tiny", "small")),
+          "no-reset-in-flight only: a duplicate or late completion within one epoch still "
+          "lands on the key's next job",
+          Setup(SPEC, Form.VLLM, Policy.LRU, (NO_RESET_IN_FLIGHT,), properties=_UNSAFE),
+          "violated", ("tiny", "small")),
     Check("hazard:reset-without-hold-back", "vLLM-shaped reset (slots not held back), no "
-          "assumption: a slot is handed to a new store under a copy still running",
-          Setup(_HOLD_BACK.model, Form.SAFE, _HOLD_BACK.policy,
+          "assumption: a running copy loses its slot, which a new store can be given",
+          Setup(_HOLD_BACK.model, Form.TICKET, _HOLD_BACK.policy,
                 properties=frozenset({"running_copies_own_their_slots"})),
           "violated", ("tiny", "small")),
-    *(Check(f"mutant:{m.name}", f"mutant ({m.decision}): {m.rule}",
-            Setup(m.model, Form.SAFE, m.policy), "violated") for m in MUTANTS),
+    *(Check(f"mutant:{m.name}", f"mutant ({m.decision}{_FORMS[m.form]}): {m.rule}",
+            Setup(m.model, m.form, m.policy), "violated") for m in MUTANTS),
     *(Check(f"mutant:{m.name}+{m.hidden_by.name}",
-            f"mutant {m.name}, assuming {m.hidden_by.name}: {_SAFETY_NOTE}"
-            + ("" if m.hidden_by is NO_STALE_COMPLETIONS else ", liveness"),
-            Setup(m.model, Form.SAFE, m.policy, (m.hidden_by,),
-                  liveness=m.hidden_by is not NO_STALE_COMPLETIONS), "holds")
+            f"mutant {m.name}{_FORMS[m.form]}, assuming {m.hidden_by.name}"
+            + (", no-stale-completions" if m.form is Form.VLLM else "")
+            + f": {_SAFETY_NOTE}" + (", liveness" if _live(m) else ""),
+            Setup(m.model, m.form, m.policy, _assumed(m), liveness=_live(m)), "holds")
       for m in MUTANTS if m.hidden_by is not None),
 )
 

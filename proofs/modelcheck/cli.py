@@ -26,16 +26,17 @@ from kvoffload.spec import Policy
 from . import contracts, diffbehavior, rumur, table
 from .bounds import PRESETS, Bounds
 from .checks import CHECKS, CHECKS_BY_NAME, Check
-from .environment import Form
 from .explorer import Result, explore, format_trace, stderr_progress
+from .mutants import MUTANTS
+from .node import Form
 from .refinement import RefinementResult, refine
 
 TOOL = "proofs/check.py (Python BFS, symmetry)"
 REFINEMENTS: dict[str, tuple[Policy, Form]] = {
-    "lru-safe": (Policy.LRU, Form.SAFE), "lru-vllm": (Policy.LRU, Form.VLLM),
-    "arc-safe": (Policy.ARC, Form.SAFE), "arc-vllm": (Policy.ARC, Form.VLLM),
+    "lru-ticket": (Policy.LRU, Form.TICKET), "lru-vllm": (Policy.LRU, Form.VLLM),
+    "arc-ticket": (Policy.ARC, Form.TICKET), "arc-vllm": (Policy.ARC, Form.VLLM),
 }
-RUMUR_MUTATIONS = {"touch-queues-storing": "mutant:touch-queues-storing"}
+RUMUR_MUTATIONS = {"TouchQueuesStoring": "mutant:TouchQueuesStoring"}
 
 
 @dataclass
@@ -95,8 +96,8 @@ def run_rumur(bounds: Bounds, mutation: str | None = None, symmetry: str = "exha
           f"{result.compile_seconds:.1f} s, run {result.run_seconds:.1f} s)", flush=True)
     if rules:
         print("    " + "\n    ".join(f"{i}. {r}" for i, r in enumerate(rules, 1)))
-    about = ("the spec-lru model written in Murphi: the spec's invariants, liveness "
-             "(some state with no copy in flight stays reachable)")
+    about = ("the spec-lru model (ticket completions) written in Murphi: the spec's "
+             "invariants, liveness (some state with no copy in flight stays reachable)")
     if mutation:
         about = f"the Murphi model with mutant {mutation} (as {ours.name})"
     command = f"python proofs/check.py --rumur --preset {bounds.name}"
@@ -119,7 +120,7 @@ def run_refinement(name: str, bounds: Bounds) -> Outcome:
         text = "violated: outputs differ"
         print(f"  {result.divergence.problem}\n    "
               + format_trace(result.divergence.trace).replace("\n", "\n    "))
-    forms = {Form.SAFE: "reset-safe", Form.VLLM: "vLLM"}
+    forms = {Form.TICKET: "ticket", Form.VLLM: "vLLM"}
     about = (f"kvoffload.impl.OffloadManager refines the spec ({policy.value.upper()}, "
              f"{forms[form]} completions): equal outputs and errors")
     row = table.Row(about, "proofs/check.py --refinement", bounds.name.upper(),
@@ -163,17 +164,62 @@ def run_diffbehavior(other: str, timeout: float = diffbehavior.TIMEOUT) -> Outco
     return Outcome(row, expected)
 
 
-def every_row(quiet: bool) -> list[Outcome]:
-    """Every row of the README, in table order."""
+def mutant_table() -> str:
+    """The spec mutants beside the conformance suite's seeded bugs of the same class."""
+    lines = ["| spec mutant (`--check mutant:NAME`) | decision | rule broken | hidden by "
+             "| seeded bug of the same class in `kvoffload.conformance.mutants` |",
+             "| --- | --- | --- | --- | --- |"]
+    for m in MUTANTS:
+        suite = f"`{m.name}`" if m.in_suite else "none (a spec-level rule)"
+        hidden = f"`{m.hidden_by.name}`" if m.hidden_by else "-"
+        lines.append(f"| `{m.name}` | {m.decision} | {m.rule.replace('|', '/')} | {hidden} "
+                     f"| {suite} |")
+    return "\n".join(lines)
+
+
+def every_command() -> list[str]:
+    """The command of every row of the README, in table order (nothing is run)."""
+    commands = [f"python proofs/check.py --check {c.name} --preset {preset.name}"
+                for preset in PRESETS.values() for c in CHECKS if preset.name in c.presets]
+    commands += [f"python proofs/check.py --rumur --preset {p}" for p in PRESETS]
+    commands.append("python proofs/check.py --rumur --preset tiny --mutation TouchQueuesStoring")
+    commands += [f"python proofs/check.py --refinement {n} --preset tiny" for n in REFINEMENTS]
+    commands.append("python proofs/check.py --crosshair")
+    commands += ["python proofs/check.py --diffbehavior"] * len(diffbehavior.PAIRS)
+    return commands
+
+
+NOT_RERUN = "not rerun since the last change of the spec"
+
+
+def updated_rows(ran: list[table.Row]) -> list[table.Row]:
+    """Every row of the README in table order: the ones just run, and for the others a
+    row that says they were not rerun (never an old result against an older spec)."""
+    fresh: dict[str, list[table.Row]] = {}
+    for row in ran:
+        fresh.setdefault(row.command, []).append(row)
+    rows = []
+    for command in every_command():
+        done = fresh.get(command)
+        rows.append(done.pop(0) if done else table.Row(
+            "-", "-", "-", "-", NOT_RERUN, "-", "-", command))
+    return rows
+
+
+def every_row(quiet: bool, long_rows: bool = True) -> list[Outcome]:
+    """Every row of the README, in table order; without ``long_rows``, of the
+    refinements only lru-ticket, and no CrossHair or diffbehavior."""
     outcomes: list[Outcome] = []
     for preset in PRESETS.values():
         outcomes += [run_check(c, preset, quiet) for c in CHECKS if preset.name in c.presets]
     for preset in PRESETS.values():
         outcomes.append(run_rumur(preset))
-    outcomes.append(run_rumur(PRESETS["tiny"], "touch-queues-storing"))
-    outcomes += [run_refinement(name, PRESETS["tiny"]) for name in REFINEMENTS]
-    outcomes.append(run_crosshair(contracts.TIMEOUT))
-    outcomes += [run_diffbehavior(other) for other in diffbehavior.PAIRS]
+    outcomes.append(run_rumur(PRESETS["tiny"], "TouchQueuesStoring"))
+    outcomes += [run_refinement(name, PRESETS["tiny"]) for name in REFINEMENTS
+                 if long_rows or name == "lru-ticket"]
+    if long_rows:
+        outcomes.append(run_crosshair(contracts.TIMEOUT))
+        outcomes += [run_diffbehavior(other) for other in diffbehavior.PAIRS]
     return outcomes
 
 
@@ -196,8 +242,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=contracts.TIMEOUT,
                         help="CrossHair's --per_condition_timeout")
     parser.add_argument("--all", action="store_true", help="every row of the README")
+    parser.add_argument("--checks", action="store_true",
+                        help="every check at every preset, the rumur rows and the lru-ticket "
+                        "refinement (the README rows that take minutes, not hours)")
     parser.add_argument("--write-readme", action="store_true",
                         help="with --all: rewrite the results in proofs/README.md")
+    parser.add_argument("--update-readme", action="store_true",
+                        help="rewrite the results in proofs/README.md with the rows run "
+                        "now; every other row says it was not rerun")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
     bounds = PRESETS[args.preset or "tiny"]
@@ -210,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcomes: list[Outcome] = []
     if args.all:
         outcomes = every_row(args.quiet)
+    elif args.checks:
+        outcomes = every_row(args.quiet, long_rows=False)
     elif args.rumur:
         outcomes.append(run_rumur(bounds, args.mutation, args.symmetry, args.threads))
     elif args.refinement:
@@ -227,8 +281,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             c for c in CHECKS if bounds.name in c.presets]
         outcomes += [run_check(c, bounds, args.quiet) for c in chosen]
     failed = [o.row.command for o in outcomes if not o.expected]
-    if args.write_readme:
-        table.write([o.row for o in outcomes], "\n".join(o.trace for o in outcomes if o.trace))
+    if args.write_readme or args.update_readme:
+        rows = [o.row for o in outcomes]
+        table.write(rows if args.write_readme else updated_rows(rows),
+                    "\n".join(o.trace for o in outcomes if o.trace), mutant_table())
         print(f"wrote {table.README}")
     if failed:
         print(f"{len(failed)} verdict(s) differ from what the checks call for:", *failed,

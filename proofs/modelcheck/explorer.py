@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from kvoffload.spec import Assumption, Policy, excluded_by, initial_state
 
 from .bounds import Bounds
-from .environment import Action, Environment, Form, Node, Outcome
+from .environment import Environment
 from .model import Model
+from .node import Action, Form, Node, Outcome
 from .properties import ALL_PROPERTIES, LIVENESS, NODE_PROPERTIES, broken, is_quiescent
 from .symmetry import canonical
+
+S = TypeVar("S")
+L = TypeVar("L")
 
 
 @dataclass(frozen=True)
@@ -46,22 +51,69 @@ class Violation:
 
 
 @dataclass
-class Tree:
-    """The breadth-first tree: each node's parent and the call that reached it."""
+class Tree(Generic[L]):
+    """The breadth-first tree: each node's parent and the label (call) that reached it."""
 
     parent: list[int]
-    via: list[Action | None]
+    via: list[L | None]
 
-    def trace(self, i: int) -> tuple[Action, ...]:
-        """The calls from the initial node to node ``i``: a shortest trace."""
-        steps: list[Action] = []
+    def trace(self, i: int) -> tuple[L, ...]:
+        """The labels from the initial node to node ``i``: a shortest trace."""
+        steps: list[L] = []
         while i > 0:
-            action = self.via[i]
-            if action is None:  # pragma: no cover - only the root has no call
+            label = self.via[i]
+            if label is None:  # pragma: no cover - only the root has no call
                 break
-            steps.append(action)
+            steps.append(label)
             i = self.parent[i]
         return tuple(reversed(steps))
+
+
+class Search(Generic[S, L]):
+    """Breadth-first search of a graph given by its edges, one node per canonical form.
+
+    The one bounded-search engine of the proofs and of the doc generators
+    (``docs/tools``): the caller walks :meth:`frontier` and reports each edge with
+    :meth:`reach`; the search numbers the nodes in the order found, keeps the first real
+    node of each form (never a renamed one), its parent and the label of the edge that
+    found it, so :attr:`tree` reads back shortest traces.
+    """
+
+    def __init__(self, root: S, form: Callable[[S], tuple[Hashable, object]]) -> None:
+        self._form = form
+        key, info = form(root)
+        self.ids: dict[Hashable, int] = {key: 0}
+        self.nodes: list[S] = [root]
+        self.tree: Tree[L] = Tree([-1], [None])
+        self.depth_of: list[int] = [0]
+        self._queue: list[tuple[S, int, object]] = [(root, 0, info)]
+        self._next = 0
+
+    def frontier(self) -> Iterator[tuple[S, int, object]]:
+        """Every node found, once, in breadth-first order: ``(node, number, info)``,
+        ``info`` being what the form function said besides the form."""
+        while self._next < len(self._queue):
+            self._next += 1
+            yield self._queue[self._next - 1]
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue) - self._next
+
+    def reach(self, i: int, label: L, node: S) -> tuple[int, bool]:
+        """Node ``i``'s edge ``label`` leads to ``node``: its number, and is it new?"""
+        key, info = self._form(node)
+        found = self.ids.get(key)
+        if found is not None:
+            return found, False
+        j = len(self.nodes)
+        self.ids[key] = j
+        self.nodes.append(node)
+        self.tree.parent.append(i)
+        self.tree.via.append(label)
+        self.depth_of.append(self.depth_of[i] + 1)
+        self._queue.append((node, j, info))
+        return j, True
 
 
 @dataclass
@@ -77,7 +129,7 @@ class Result:
     """The greatest number of calls from the initial node to a node found."""
     seconds: float
     checked: tuple[str, ...] = field(default=())
-    tree: Tree | None = None
+    tree: Tree[Action] | None = None
 
 
 Progress = Callable[[int, int, int, float], None]
@@ -113,9 +165,9 @@ def explore(setup: Setup, bounds: Bounds, *, symmetry: bool = True,
     selected = _selected(setup)
     keys = bounds.keys
     root = initial_node(bounds, setup.policy)
-    cache: dict[Node, tuple[object, tuple[int, ...] | None]] = {}
+    cache: dict[Node, tuple[Hashable, object]] = {}
 
-    def canon(node: Node) -> tuple[object, tuple[int, ...] | None]:
+    def canon(node: Node) -> tuple[Hashable, object]:
         """The canonical form, once per real node (most successors were seen before)."""
         if not symmetry:
             return node, None
@@ -124,80 +176,56 @@ def explore(setup: Setup, bounds: Bounds, *, symmetry: bool = True,
             found = cache[node] = canonical(node, keys)
         return found
 
-    form, classes = canon(root)
-    ids: dict[object, int] = {form: 0}
-    parent: list[int] = [-1]
-    via: list[Action | None] = [None]
-    depth_of: list[int] = [0]
+    search: Search[Node, Action] = Search(root, canon)
+    tree = search.tree
     quiet: list[bool] = [is_quiescent(root)]
     edges_from: list[int] = []
     edges_to: list[int] = []
     transitions = 0
-    frontier: list[tuple[Node, int, tuple[int, ...] | None]] = [(root, 0, classes)]
-    depth = 0
     last = start
-
-    tree = Tree(parent, via)
 
     def trace(i: int, extra: Action | None = None) -> tuple[Action, ...]:
         return tree.trace(i) + (() if extra is None else (extra,))
 
     def result(violation: Violation | None) -> Result:
-        return Result("holds" if violation is None else "violated", violation, len(ids),
-                      transitions, depth_of[-1], time.perf_counter() - start,
-                      tuple(sorted(selected)), tree)
+        return Result("holds" if violation is None else "violated", violation,
+                      len(search.nodes), transitions, search.depth_of[-1],
+                      time.perf_counter() - start, tuple(sorted(selected)), tree)
 
     bad = broken(root, selected)
     if bad is not None:
         return result(Violation(bad, _doc(bad), ()))
-    while frontier:
-        next_frontier: list[tuple[Node, int, tuple[int, ...] | None]] = []
-        for node, i, classes in frontier:
-            for action in env.actions(node, classes if symmetry else None):
-                if setup.assumptions and excluded_by(node.state, action.call,
-                                                     setup.assumptions):
-                    continue
-                transitions += 1
-                outcome = env.step(node, action)
-                if visit is not None:
-                    visit(i, node, action, outcome)
-                if outcome.violation is not None and outcome.violation[0] in selected:
-                    prop, detail = outcome.violation
-                    return result(Violation(prop, detail, trace(i, action)))
-                new = outcome.node
-                if new is None:
-                    continue
-                if new is node:
-                    j = i
-                else:
-                    form, new_classes = canon(new)
-                    found = ids.get(form)
-                    if found is None:
-                        j = len(ids)
-                        ids[form] = j
-                        parent.append(i)
-                        via.append(action)
-                        depth_of.append(depth + 1)
-                        quiet.append(is_quiescent(new))
-                        bad = broken(new, selected)
-                        if bad is not None:
-                            return result(Violation(bad, _doc(bad), trace(j)))
-                        next_frontier.append((new, j, new_classes))
-                    else:
-                        j = found
-                if action.delivers_jobs and j != i:
-                    edges_from.append(i)
-                    edges_to.append(j)
-            if progress is not None and transitions % 256 == 0:
-                now = time.perf_counter()
-                if now - last >= every:
-                    last = now
-                    progress(len(ids), depth, len(next_frontier), now - start)
-        frontier = next_frontier
-        if frontier:
-            depth += 1
+    for node, i, info in search.frontier():
+        classes = info if isinstance(info, tuple) else None
+        for action in env.actions(node, classes):
+            if setup.assumptions and excluded_by(node.state, action.call, setup.assumptions):
+                continue
+            transitions += 1
+            outcome = env.step(node, action)
+            if visit is not None:
+                visit(i, node, action, outcome)
+            if outcome.violation is not None and outcome.violation[0] in selected:
+                prop, detail = outcome.violation
+                return result(Violation(prop, detail, trace(i, action)))
+            new = outcome.node
+            if new is None:
+                continue
+            j, fresh = (i, False) if new is node else search.reach(i, action, new)
+            if fresh:
+                quiet.append(is_quiescent(new))
+                bad = broken(new, selected)
+                if bad is not None:
+                    return result(Violation(bad, _doc(bad), trace(j)))
+            if action.delivers_jobs and j != i:
+                edges_from.append(i)
+                edges_to.append(j)
+        if progress is not None and transitions % 256 == 0:
+            now = time.perf_counter()
+            if now - last >= every:
+                last = now
+                progress(len(search.nodes), search.depth_of[i], search.queued, now - start)
     if LIVENESS in selected:
-        stuck = _first_stuck(len(ids), quiet, edges_from, edges_to)
+        stuck = _first_stuck(len(search.nodes), quiet, edges_from, edges_to)
         if stuck is not None:
             return result(Violation(LIVENESS, "from the last state no sequence of "
                                     "completions reaches quiescence (no job outstanding, "
@@ -234,10 +262,11 @@ def replay(setup: Setup, bounds: Bounds, trace: Iterable[Action]
     """Run ``trace`` from the initial node, independently of any exploration.
 
     Returns the nodes visited (the initial one first) and the first call-level rule
-    broken on the way (None if none was). Raises ValueError if a call of the trace is
-    not one the environment may make in the node it is made in.
+    broken on the way, of those the setup checks (None if none was). Raises ValueError
+    if a call of the trace is not one the environment may make in the node it is made in.
     """
     env = Environment(setup.model, bounds, setup.form)
+    selected = _selected(setup)
     node = initial_node(bounds, setup.policy)
     nodes = [node]
     for action in trace:
@@ -247,7 +276,7 @@ def replay(setup: Setup, bounds: Bounds, trace: Iterable[Action]
         if setup.assumptions and excluded_by(node.state, action.call, setup.assumptions):
             raise ValueError(f"{action} is ruled out by the assumptions")
         outcome = env.step(node, action)
-        if outcome.violation is not None:
+        if outcome.violation is not None and outcome.violation[0] in selected:
             return nodes, outcome.violation
         if outcome.node is None:
             raise ValueError(f"{action} raised {outcome.output!r}; a trace cannot go on")

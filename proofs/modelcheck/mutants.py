@@ -1,15 +1,18 @@
-"""Spec mutants: the spec's transition table with one rule broken each.
+"""Spec mutants: the spec with one rule broken each, built from its public pieces.
 
-A mutant wraps one or two of the spec's transitions (the spec itself is never edited),
-so it differs from the spec in exactly the rule it names. Every mutant must be caught by
-the model checker at TINY with a shortest trace; a mutant whose broken rule is only
+A mutant replaces one or two operations of :data:`~.model.SPEC` by the spec's own
+transition (run through :func:`kvoffload.spec.apply`) with a small, named change before
+or after it: the spec itself is never edited and none of its bodies is copied. So a
+mutant differs from the spec in exactly the rule it names. Every mutant must be caught
+by the model checker at TINY with a shortest trace; a mutant whose broken rule is only
 reachable through calls an assumption rules out (duplicate keys, misuse, a reset with
 copies in flight, a stale completion) must also pass once that assumption is made:
 that is what the assumption buys a target that relies on it.
 
-:func:`prepare_store_variant` is a copy of the spec's ``prepare_store`` with switches
-for the store mutants; with every switch off it is the spec's (tested on every reachable
-TINY state).
+Names: a mutant of the same bug class as a seeded bug of the conformance suite's
+self-test (``kvoffload.conformance.mutants``, variants of the reference manager) takes
+that bug's name (``in_suite``); the others are spec-level bugs the suite has no variant
+for. ``proofs/README.md`` lists both side by side.
 """
 
 from __future__ import annotations
@@ -25,23 +28,26 @@ from kvoffload.spec import (
     Assumption,
     Block,
     CacheState,
+    Call,
     Completion,
     Events,
     Key,
     LoadPlan,
     LookupResult,
     LruOrder,
+    Op,
+    Output,
     Phase,
     Policy,
     StorePlan,
     StoreRejected,
     UnmatchedCompleteLoad,
+    apply,
     unique,
 )
-from kvoffload.spec import transitions as t
-from kvoffload.spec.transitions import _choose_slots, _evict
 
-from .model import SPEC, Keys, Model, Slots
+from .model import SPEC, Model, Slots, Transition
+from .node import Form
 
 
 @dataclass(frozen=True)
@@ -55,143 +61,160 @@ class Mutant:
     rule: str
     policy: Policy = Policy.LRU
     hidden_by: Assumption | None = None
+    in_suite: bool = False
+    """Does the conformance suite's self-test seed a bug of this class, by this name?"""
+    form: Form = Form.TICKET
+    """The completion form it is checked with: vLLM's for a bug only that form can show
+    (the ticket form names each job, so neither a duplicate key nor a missing load
+    can take another job's completion)."""
 
     @property
     def name(self) -> str:
         return self.model.name
 
 
-def _ready_or_pinned(state: CacheState) -> frozenset[Key]:
-    return state.keys_in(Phase.READY)
-
-
-def _unpinned(state: CacheState) -> frozenset[Key]:
-    return frozenset(b.key for b in state.blocks if not b.readers)
-
-
-def prepare_store_variant(
-    state: CacheState,
-    keys: Keys,
-    slots: Slots = None,
-    *,
-    dedupe: bool = True,
-    evictable: Callable[[CacheState], frozenset[Key]] = CacheState.evictable,
-    count_present: bool = False,
-    evict_before_reject: bool = False,
-) -> tuple[CacheState, StorePlan | StoreRejected]:
-    """The spec's ``prepare_store`` (exact victims, lowest free slots), with switches:
-    keep duplicate keys, widen the evictable set, count keys already present as new,
-    evict what can be evicted before rejecting."""
-    keys = unique(keys) if dedupe else tuple(keys)
-    new_keys = tuple(k for k in keys if state.phase(k) is Phase.ABSENT)
-    candidates = evictable(state) - frozenset(keys)
-    needed = (len(keys) if count_present else len(new_keys)) - len(state.free_slots())
-    if needed > len(candidates):
-        available = len(state.free_slots()) + len(candidates)
-        if evict_before_reject and candidates:
-            state, _ = _evict(state, candidates, len(candidates), None)
-        return state, StoreRejected(needed=len(new_keys), available=available)
+def _evicted(state: CacheState, keys: frozenset[Key]) -> CacheState:
+    """``state`` with the blocks of ``keys`` gone, each evicted from the recency order."""
     recency = state.recency
-    for key in new_keys:
-        recency = recency.adapted(key)
-    state, evicted = _evict(replace(state, recency=recency), candidates, max(0, needed), None)
-    chosen = _choose_slots(state, len(new_keys), slots)
-    recency = state.recency
-    for key in new_keys:
-        recency = recency.inserted(key)
-    stored = frozenset(Block(k, Phase.STORING, s) for k, s in zip(new_keys, chosen, strict=True))
-    state = replace(state, blocks=state.blocks | stored, recency=recency)
-    return state, StorePlan(new_keys, chosen, evicted, state.epoch)
+    for key in sorted(keys, key=str):
+        recency = recency.evicted(key)
+    return replace(state, blocks=frozenset(b for b in state.blocks if b.key not in keys),
+                   recency=recency)
 
 
 # --- D1: lookup -------------------------------------------------------------------
 
 
-def _lookup_storing_is_miss(state: CacheState, key: Key) -> tuple[CacheState, LookupResult]:
-    new, result = t.lookup(state, key)
+def _lookup_pending_as_miss(state: CacheState, call: Call, slots: Slots
+                            ) -> tuple[CacheState, Output]:
+    new, result = apply(state, call)
     return new, LookupResult.MISS if result is LookupResult.PENDING else result
 
 
-def _lookup_is_a_use(state: CacheState, key: Key) -> tuple[CacheState, LookupResult]:
-    new, result = t.lookup(state, key)
+def _lookup_refreshes_recency(state: CacheState, call: Call, slots: Slots
+                              ) -> tuple[CacheState, Output]:
+    new, result = apply(state, call)
     if result is LookupResult.HIT:
-        new, _ = t.touch(state, (key,))
+        new, _ = apply(state, Call(Op.TOUCH, call.keys))
     return new, result
 
 
 # --- D2: duplicate keys -------------------------------------------------------------
 
 
-def _store_keeps_duplicates(state: CacheState, keys: Keys, slots: Slots
-                            ) -> tuple[CacheState, StorePlan | StoreRejected]:
-    return prepare_store_variant(state, keys, slots, dedupe=False)
+def _duplicate_key_slot_leak(state: CacheState, call: Call, slots: Slots
+                             ) -> tuple[CacheState, Output]:
+    """The spec's plan, plus one more slot (and block) per repeat of a planned key."""
+    new, plan = apply(state, call, slots=slots)
+    if not isinstance(plan, StorePlan):
+        return new, plan
+    repeats = [k for i, k in enumerate(call.keys) if k in plan.keys and k in call.keys[:i]]
+    extra = new.free_slots()[:len(repeats)]
+    leaked = frozenset(Block(k, Phase.STORING, s, plan.ticket)
+                       for k, s in zip(repeats, extra, strict=False))
+    return (replace(new, blocks=new.blocks | leaked),
+            StorePlan((*plan.keys, *repeats[:len(extra)]), (*plan.slots, *extra),
+                      plan.evicted, plan.epoch, plan.ticket))
 
 
-def _load_pins_duplicates(state: CacheState, keys: Keys) -> tuple[CacheState, LoadPlan]:
+def _prepare_load_double_pins(state: CacheState, call: Call, slots: Slots
+                              ) -> tuple[CacheState, Output]:
+    if len(set(call.keys)) == len(call.keys):
+        return apply(state, call)
     new = state
-    for key in keys:
-        new, _ = t.prepare_load(new, (key,))
-    return new, LoadPlan(tuple(keys), tuple(state.table[k].slot for k in keys), state.epoch)
+    for key in call.keys:
+        new, _ = apply(new, Call(Op.PREPARE_LOAD, (key,)))
+    return new, LoadPlan(call.keys, tuple(state.table[k].slot for k in call.keys), state.epoch,
+                         state.next_ticket)
 
 
-def _complete_load_each(state: CacheState, keys: Keys, epoch: int | None
-                        ) -> tuple[CacheState, Completion]:
+def _complete_load_counts_duplicates(state: CacheState, call: Call, slots: Slots
+                                     ) -> tuple[CacheState, Output]:
     new = state
+    found: list[Key] = []
     applied: list[Key] = []
     released: list[Key] = []
-    for key in keys:
-        new, done = t.complete_load(new, (key,), epoch)
-        applied += done.applied
-        released += done.released
-    return new, Completion(applied=tuple(applied), released=tuple(released))
+    for key in call.keys:
+        new, done = apply(new, replace(call, keys=(key,)))
+        if isinstance(done, Completion):
+            found += done.applied + done.released
+            applied += done.applied
+            released += done.released
+    ignored = tuple(k for k in unique(call.keys) if k not in found)
+    return new, Completion(applied=tuple(applied), released=tuple(released), ignored=ignored)
 
 
 # --- D3 and D4: rejection and eviction --------------------------------------------
 
 
-def _counts_present(state: CacheState, keys: Keys, slots: Slots
-                    ) -> tuple[CacheState, StorePlan | StoreRejected]:
-    return prepare_store_variant(state, keys, slots, count_present=True)
+def _rejects_counting_present_keys(state: CacheState, call: Call, slots: Slots
+                                   ) -> tuple[CacheState, Output]:
+    """Rejects when the call's keys, present ones included, outnumber the room."""
+    keys = unique(call.keys)
+    fresh = [k for k in keys if state.phase(k) is Phase.ABSENT]
+    room = len(state.free_slots()) + len(state.evictable() - frozenset(keys))
+    if len(keys) > room:
+        return state, StoreRejected(needed=len(fresh), available=room)
+    return apply(state, call, slots=slots)
 
 
-def _evicts_before_rejecting(state: CacheState, keys: Keys, slots: Slots
-                             ) -> tuple[CacheState, StorePlan | StoreRejected]:
-    return prepare_store_variant(state, keys, slots, evict_before_reject=True)
+def _partial_eviction_before_rejection(state: CacheState, call: Call, slots: Slots
+                                       ) -> tuple[CacheState, Output]:
+    """A rejected store still evicts every block it could have evicted."""
+    new, plan = apply(state, call, slots=slots)
+    candidates = state.evictable() - frozenset(call.keys)
+    if isinstance(plan, StoreRejected) and candidates:
+        return _evicted(state, candidates), plan
+    return new, plan
 
 
-def _evicts_pinned(state: CacheState, keys: Keys, slots: Slots
-                   ) -> tuple[CacheState, StorePlan | StoreRejected]:
-    return prepare_store_variant(state, keys, slots, evictable=_ready_or_pinned)
+def _evicts_also(extra: Callable[[CacheState], frozenset[Key]]) -> Transition:
+    """Where the spec rejects, evict blocks of ``extra(state)`` to make room instead."""
+
+    def transition(state: CacheState, call: Call, slots: Slots
+                   ) -> tuple[CacheState, Output]:
+        new, plan = apply(state, call, slots=slots)
+        if not isinstance(plan, StoreRejected):
+            return new, plan
+        widened = sorted(extra(state) - frozenset(call.keys), key=str)
+        short = plan.needed - plan.available
+        if short > len(widened):
+            return new, plan
+        return apply(_evicted(state, frozenset(widened[:short])), call,
+                     slots=slots)
+
+    return transition
 
 
-def _evicts_storing(state: CacheState, keys: Keys, slots: Slots
-                    ) -> tuple[CacheState, StorePlan | StoreRejected]:
-    return prepare_store_variant(state, keys, slots, evictable=_unpinned)
+def _pinned(state: CacheState) -> frozenset[Key]:
+    return frozenset(b.key for b in state.blocks if b.readers)
+
+
+def _storing(state: CacheState) -> frozenset[Key]:
+    return state.keys_in(Phase.STORING)
 
 
 # --- D5: store failure -------------------------------------------------------------
 
 
-def _failed_store_kept(state: CacheState, keys: Keys, success: bool, epoch: int | None
-                       ) -> tuple[CacheState, Completion]:
-    new, done = t.complete_store(state, keys, success, epoch)
-    if success or not done.applied:
+def _failed_store_stays_storing(state: CacheState, call: Call, slots: Slots
+                                ) -> tuple[CacheState, Output]:
+    new, done = apply(state, call)
+    if call.success or not isinstance(done, Completion) or not done.applied:
         return new, done
     kept = frozenset(state.table[k] for k in done.applied)
     return replace(new, blocks=new.blocks | kept, recency=state.recency), done
 
 
-def _failure_drops_ready(state: CacheState, keys: Keys, success: bool, epoch: int | None
-                         ) -> tuple[CacheState, Completion]:
-    new, done = t.complete_store(state, keys, success, epoch)
-    dropped = tuple(k for k in done.ignored if not success and k in state.evictable())
+def _failed_store_drops_ready_block(state: CacheState, call: Call, slots: Slots
+                                    ) -> tuple[CacheState, Output]:
+    new, done = apply(state, call)
+    if not isinstance(done, Completion):
+        return new, done
+    dropped = tuple(k for k in done.ignored if not call.success and k in state.evictable())
     if not dropped:
         return new, done
-    recency = new.recency
-    for key in dropped:
-        recency = recency.evicted(key)
-    gone = frozenset(state.table[k] for k in dropped)
-    return (replace(new, blocks=new.blocks - gone, recency=recency),
+    return (_evicted(new, frozenset(dropped)),
             Completion(applied=done.applied + dropped, released=done.released,
                        ignored=tuple(k for k in done.ignored if k not in dropped)))
 
@@ -199,136 +222,131 @@ def _failure_drops_ready(state: CacheState, keys: Keys, success: bool, epoch: in
 # --- D6: misuse --------------------------------------------------------------------
 
 
-def _unmatched_decrements(state: CacheState, keys: Keys, epoch: int | None
-                          ) -> tuple[CacheState, Completion]:
+def _unmatched_complete_load_accepted(state: CacheState, call: Call, slots: Slots
+                                      ) -> tuple[CacheState, Output]:
     try:
-        return t.complete_load(state, keys, epoch)
+        return apply(state, call)
     except UnmatchedCompleteLoad:
-        # vLLM under python -O: the assert is gone and the count goes down anyway.
-        live = tuple(k for k in unique(keys) if k in state.table)
-        old = frozenset(state.table[k] for k in live)
-        lowered = frozenset(replace(b, readers=b.readers - 1) for b in old)
-        return replace(state, blocks=(state.blocks - old) | lowered), Completion(applied=live)
+        # vLLM under python -O: the assert is gone and the call goes through (the reader
+        # count, here a list of load tickets, cannot go below zero).
+        return state, Completion(applied=tuple(k for k in unique(call.keys) if k in state.table))
 
 
-def _load_of_storing(state: CacheState, keys: Keys) -> tuple[CacheState, LoadPlan]:
-    storing = tuple(k for k in unique(keys) if state.phase(k) is Phase.STORING)
+def _load_of_storing_marks_ready(state: CacheState, call: Call, slots: Slots
+                                 ) -> tuple[CacheState, Output]:
+    storing = tuple(k for k in unique(call.keys) if state.phase(k) is Phase.STORING)
     if storing:
         # vLLM under python -O: the block is marked READY before its data is written.
         old = frozenset(state.table[k] for k in storing)
-        ready = frozenset(replace(b, phase=Phase.READY) for b in old)
+        ready = frozenset(replace(b, phase=Phase.READY, ticket=None) for b in old)
         state = replace(state, blocks=(state.blocks - old) | ready,
                         recency=state.recency.evictable(storing))
-    return t.prepare_load(state, keys)
-
-
-def _store_future_epoch(state: CacheState, keys: Keys, success: bool, epoch: int | None
-                        ) -> tuple[CacheState, Completion]:
-    return t.complete_store(state, keys, success,
-                            None if epoch is not None and epoch > state.epoch else epoch)
-
-
-def _load_future_epoch(state: CacheState, keys: Keys, epoch: int | None
-                       ) -> tuple[CacheState, Completion]:
-    return t.complete_load(state, keys,
-                           None if epoch is not None and epoch > state.epoch else epoch)
+    return apply(state, call)
 
 
 # --- D7: reset and stale completions ------------------------------------------------
 
 
-def _reset_without_hold_back(state: CacheState) -> tuple[CacheState, int]:
-    new, epoch = t.reset_cache(state)
+def _reset_frees_running_slots(state: CacheState, call: Call, slots: Slots
+                               ) -> tuple[CacheState, Output]:
+    new, epoch = apply(state, call)
     return replace(new, orphans=state.orphans), epoch
 
 
-def _stale_store_applied(state: CacheState, keys: Keys, success: bool, epoch: int | None
-                         ) -> tuple[CacheState, Completion]:
-    return t.complete_store(state, keys, success,
-                            None if epoch is not None and epoch < state.epoch else epoch)
+def _stale_completion_marks_ready(state: CacheState, call: Call, slots: Slots
+                                  ) -> tuple[CacheState, Output]:
+    """A completion whose ticket names no running live job is taken as vLLM's form."""
+    if call.ticket is not None and NO_STALE_COMPLETIONS.excludes(state, call):
+        call = replace(call, ticket=None)
+    return apply(state, call)
 
 
 # --- D8 and D10: events and recency -------------------------------------------------
 
 
-def _events_without_removals(state: CacheState) -> tuple[CacheState, Events]:
-    new, events = t.take_events(state)
+def _missing_removal_event(state: CacheState, call: Call, slots: Slots
+                           ) -> tuple[CacheState, Output]:
+    new, events = apply(state, call)
+    if not isinstance(events, Events):
+        return new, events
     return replace(new, announced=state.announced | events.stored), Events(stored=events.stored)
 
 
-def _touch_queues_storing(state: CacheState, keys: Keys) -> tuple[CacheState, None]:
-    new, _ = t.touch(state, keys)
+def _touch_queues_storing(state: CacheState, call: Call, slots: Slots
+                          ) -> tuple[CacheState, Output]:
+    new, _ = apply(state, call)
     if isinstance(new.recency, LruOrder):
         order = new.recency.order
-        for key in reversed(unique(keys)):
+        for key in reversed(unique(call.keys)):
             if key in state.table and key not in order:
                 order = (*order, key)
         new = replace(new, recency=LruOrder(order))
     return new, None
 
 
-def _mutant(name: str, decision: str, rule: str, model: Model, policy: Policy = Policy.LRU,
-            hidden_by: Assumption | None = None) -> Mutant:
-    return Mutant(replace(model, name=name, about=rule), decision, rule, policy, hidden_by)
+def _mutant(name: str, decision: str, rule: str, replaced: dict[Op, Transition], *,
+            policy: Policy = Policy.LRU, hidden_by: Assumption | None = None,
+            in_suite: bool = True, form: Form = Form.TICKET) -> Mutant:
+    return Mutant(replace(SPEC, name=name, about=rule, replaced=replaced), decision, rule,
+                  policy, hidden_by, in_suite, form)
 
 
 MUTANTS: tuple[Mutant, ...] = (
-    _mutant("lookup-storing-is-miss", "D1",
+    _mutant("LookupPendingAsMiss", "D1",
             "lookup answers MISS for a block still STORING (vLLM before PR #41795)",
-            replace(SPEC, lookup=_lookup_storing_is_miss)),
-    _mutant("lookup-is-a-use", "D1",
+            {Op.LOOKUP: _lookup_pending_as_miss}),
+    _mutant("LookupRefreshesRecency", "D1",
             "lookup of a READY block counts as a use (moves it in the eviction order)",
-            replace(SPEC, lookup=_lookup_is_a_use)),
-    _mutant("store-keeps-duplicates", "D2",
+            {Op.LOOKUP: _lookup_refreshes_recency}),
+    _mutant("DuplicateKeySlotLeak", "D2",
             "prepare_store([k, k]) allocates a slot per occurrence (vLLM up to 0.34)",
-            replace(SPEC, prepare_store=_store_keeps_duplicates), hidden_by=UNIQUE_KEYS),
-    _mutant("load-pins-duplicates", "D2",
+            {Op.PREPARE_STORE: _duplicate_key_slot_leak}, hidden_by=UNIQUE_KEYS),
+    _mutant("PrepareLoadDoublePins", "D2",
             "prepare_load([k, k]) adds two readers for one load",
-            replace(SPEC, prepare_load=_load_pins_duplicates), hidden_by=UNIQUE_KEYS),
-    _mutant("complete-load-counts-duplicates", "D2",
+            {Op.PREPARE_LOAD: _prepare_load_double_pins}, hidden_by=UNIQUE_KEYS),
+    _mutant("CompleteLoadCountsDuplicates", "D2",
             "complete_load([k, k]) releases two readers",
-            replace(SPEC, complete_load=_complete_load_each), hidden_by=UNIQUE_KEYS),
-    _mutant("counts-present-keys", "D3",
+            {Op.COMPLETE_LOAD: _complete_load_counts_duplicates}, hidden_by=UNIQUE_KEYS,
+            in_suite=False, form=Form.VLLM),
+    _mutant("RejectsCountingPresentKeys", "D3",
             "prepare_store counts keys already present as needing a slot",
-            replace(SPEC, prepare_store=_counts_present)),
-    _mutant("evicts-before-rejecting", "D3",
+            {Op.PREPARE_STORE: _rejects_counting_present_keys}, in_suite=False),
+    _mutant("PartialEvictionBeforeRejection", "D3",
             "a rejected prepare_store first evicts what it could (vLLM 0.18 ARC)",
-            replace(SPEC, prepare_store=_evicts_before_rejecting)),
-    _mutant("evicts-pinned", "D4",
+            {Op.PREPARE_STORE: _partial_eviction_before_rejection}),
+    _mutant("EvictsPinnedBlock", "D4",
             "eviction may take a READY block that has readers",
-            replace(SPEC, prepare_store=_evicts_pinned), Policy.ARC),
-    _mutant("evicts-storing", "D4",
+            {Op.PREPARE_STORE: _evicts_also(_pinned)}, policy=Policy.ARC),
+    _mutant("EvictsStoringBlock", "D4",
             "eviction may take a block still STORING",
-            replace(SPEC, prepare_store=_evicts_storing), Policy.ARC),
-    _mutant("failed-store-kept", "D5",
+            {Op.PREPARE_STORE: _evicts_also(_storing)}, policy=Policy.ARC),
+    _mutant("FailedStoreStaysStoring", "D5",
             "complete_store(success=False) keeps the block STORING",
-            replace(SPEC, complete_store=_failed_store_kept)),
-    _mutant("failure-drops-ready", "D5",
+            {Op.COMPLETE_STORE: _failed_store_stays_storing}, in_suite=False),
+    _mutant("FailedStoreDropsReadyBlock", "D5",
             "complete_store(success=False) of a READY block drops it (vLLM 0.18 ARC)",
-            replace(SPEC, complete_store=_failure_drops_ready)),
-    _mutant("unmatched-complete-load", "D6",
-            "complete_load with no load outstanding decrements anyway (vLLM under -O)",
-            replace(SPEC, complete_load=_unmatched_decrements), hidden_by=NO_MISUSE),
-    _mutant("load-of-storing", "D6",
+            {Op.COMPLETE_STORE: _failed_store_drops_ready_block}),
+    _mutant("UnmatchedCompleteLoadAccepted", "D6",
+            "complete_load with no load outstanding is accepted (vLLM under -O)",
+            {Op.COMPLETE_LOAD: _unmatched_complete_load_accepted}, hidden_by=NO_MISUSE,
+            form=Form.VLLM),
+    _mutant("LoadOfStoringMarksReady", "D6",
             "prepare_load of a STORING block marks it READY (vLLM under -O)",
-            replace(SPEC, prepare_load=_load_of_storing), hidden_by=NO_MISUSE),
-    _mutant("future-epoch-accepted", "D6",
-            "a completion naming an epoch not yet begun is taken as vLLM's form",
-            replace(SPEC, complete_store=_store_future_epoch, complete_load=_load_future_epoch),
-            hidden_by=NO_MISUSE),
-    _mutant("reset-without-hold-back", "D7",
+            {Op.PREPARE_LOAD: _load_of_storing_marks_ready}, hidden_by=NO_MISUSE),
+    _mutant("ResetFreesRunningSlots", "D7",
             "reset_cache frees the slots of copies still running (vLLM-shaped reset)",
-            replace(SPEC, reset_cache=_reset_without_hold_back), hidden_by=NO_RESET_IN_FLIGHT),
-    _mutant("stale-completion-applied", "D7",
-            "the reset-safe form applies a pre-reset completion to the current block",
-            replace(SPEC, complete_store=_stale_store_applied),
+            {Op.RESET_CACHE: _reset_frees_running_slots}, hidden_by=NO_RESET_IN_FLIGHT),
+    _mutant("StaleCompletionMarksReady", "D7",
+            "the ticket form takes a complete_store of a job not running live (finished, "
+            "pre-reset, never issued) as vLLM's form: it lands on the key's current block",
+            {Op.COMPLETE_STORE: _stale_completion_marks_ready},
             hidden_by=NO_STALE_COMPLETIONS),
-    _mutant("events-miss-removals", "D8",
+    _mutant("MissingRemovalEvent", "D8",
             "take_events never reports removals",
-            replace(SPEC, take_events=_events_without_removals)),
-    _mutant("touch-queues-storing", "D10",
+            {Op.TAKE_EVENTS: _missing_removal_event}),
+    _mutant("TouchQueuesStoring", "D10",
             "touch puts a block that is not evictable into the LRU queue",
-            replace(SPEC, touch=_touch_queues_storing)),
+            {Op.TOUCH: _touch_queues_storing}, in_suite=False),
 )
 
 MUTANTS_BY_NAME: dict[str, Mutant] = {m.name: m for m in MUTANTS}

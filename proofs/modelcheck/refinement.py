@@ -1,9 +1,10 @@
 """Bounded refinement: the reference manager answers every call as the spec does.
 
 Exhaustive at a bound, not sampled: the model checker first enumerates every node the
-spec reaches within the bound (with its shortest trace). Then, for every reachable node
-and every call the environment may make there, a fresh manager is driven along the
-node's trace and given the call, and its output is compared with the spec's. The spec
+spec reaches within the bound (with its shortest trace). Then, for every reachable node,
+a fresh manager is driven along the node's trace, comparing every call, and a copy of it
+is given each call the environment may make there, its output compared with the spec's.
+The manager may issue any fresh tickets: they are mapped to the spec's one to one. The spec
 follows the manager's slot choices (any free slot is allowed; the spec checks it), while
 victims must be the spec's exact LRU / ARC victims. A call that must raise must raise
 the same misuse error and leave the manager's view unchanged.
@@ -11,9 +12,10 @@ the same misuse error and leave the manager's view unchanged.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from kvoffload.spec import (
@@ -24,19 +26,19 @@ from kvoffload.spec import (
     KvOffloadError,
     LoadPlan,
     LookupResult,
-    Op,
     Output,
     Policy,
     StorePlan,
     StoreRejected,
     apply,
     initial_state,
+    send,
 )
 
 from .bounds import Bounds
-from .environment import Action, Form, Node, Outcome
 from .explorer import Setup, explore
 from .model import SPEC
+from .node import Action, Form, Node, Outcome
 
 
 class NativeManager(Protocol):
@@ -44,12 +46,12 @@ class NativeManager(Protocol):
 
     def lookup(self, key: object) -> LookupResult: ...
     def prepare_load(self, keys: Sequence[object]) -> LoadPlan: ...
-    def complete_load(self, keys: Sequence[object], epoch: int | None = None
+    def complete_load(self, keys: Sequence[object], ticket: int | None = None
                       ) -> Completion: ...
     def touch(self, keys: Sequence[object]) -> None: ...
     def prepare_store(self, keys: Sequence[object]) -> StorePlan | StoreRejected: ...
     def complete_store(self, keys: Sequence[object], success: bool = True,
-                       epoch: int | None = None) -> Completion: ...
+                       ticket: int | None = None) -> Completion: ...
     def reset_cache(self) -> int: ...
     def take_events(self) -> Events: ...
 
@@ -83,24 +85,9 @@ class RefinementResult:
 
 
 def call_manager(manager: NativeManager, call: Call) -> Output:
-    """Make ``call`` on a native manager."""
-    op = call.op
-    if op is Op.LOOKUP:
-        return manager.lookup(call.keys[0])
-    if op is Op.PREPARE_LOAD:
-        return manager.prepare_load(call.keys)
-    if op is Op.COMPLETE_LOAD:
-        return manager.complete_load(call.keys, epoch=call.epoch)
-    if op is Op.TOUCH:
-        manager.touch(call.keys)
-        return None
-    if op is Op.PREPARE_STORE:
-        return manager.prepare_store(call.keys)
-    if op is Op.COMPLETE_STORE:
-        return manager.complete_store(call.keys, success=call.success, epoch=call.epoch)
-    if op is Op.RESET_CACHE:
-        return manager.reset_cache()
-    return manager.take_events()
+    """Make ``call`` on a native manager, through the spec's one dispatcher."""
+    output: Output = send(manager, call)
+    return output
 
 
 def _view(manager: NativeManager) -> object:
@@ -114,12 +101,23 @@ def _describe(result: Output | BaseException) -> str:
     return repr(result)
 
 
-def compare(state: CacheState, manager: NativeManager, call: Call
-            ) -> tuple[CacheState | None, str | None]:
-    """Make ``call`` on both; the spec's next state, or the disagreement in words."""
+UNISSUED = 10**9
+"""Spec tickets the manager never issued (a completion of a job never issued, or one
+the spec named with a ticket it issued no plan for) are sent as ``UNISSUED + ticket``."""
+
+
+def compare(state: CacheState, manager: NativeManager, call: Call,
+            tickets: dict[int, int]) -> tuple[CacheState | None, str | None]:
+    """Make ``call`` on both; the spec's next state, or the disagreement in words.
+
+    The manager may issue any fresh tickets: ``tickets`` maps the spec's to the
+    manager's, one to one, and is extended by each plan (as the suite maps slots).
+    """
     before = _view(manager)
+    sent = call if call.ticket is None else replace(
+        call, ticket=tickets.get(call.ticket, UNISSUED + call.ticket))
     try:
-        got: Output | BaseException = call_manager(manager, call)
+        got: Output | BaseException = call_manager(manager, sent)
     except KvOffloadError as error:
         got = error
     slots = got.slots if isinstance(got, StorePlan) else None
@@ -132,6 +130,12 @@ def compare(state: CacheState, manager: NativeManager, call: Call
         same = type(expected) is type(got)
         if same and isinstance(got, BaseException) and _view(manager) != before:
             return None, f"{_describe(got)} but its state changed"
+    elif isinstance(expected, (StorePlan, LoadPlan)) and isinstance(got, (StorePlan, LoadPlan)) \
+            and type(got) is type(expected):
+        if got.ticket in tickets.values():
+            return None, f"manager: {_describe(got)} reuses ticket {got.ticket}"
+        tickets[expected.ticket] = got.ticket
+        same = replace(got, ticket=expected.ticket) == expected
     else:
         same = expected == got
     if not same:
@@ -140,25 +144,18 @@ def compare(state: CacheState, manager: NativeManager, call: Call
 
 
 def _lockstep(factory: Factory, bounds: Bounds, policy: Policy, trace: Sequence[Action]
-              ) -> tuple[CacheState, Divergence | None]:
+              ) -> tuple[CacheState, NativeManager, dict[int, int], Divergence | None]:
     """Drive a fresh manager and the spec along ``trace``, comparing every call."""
     manager = factory(bounds.capacity, policy)
     state = initial_state(bounds.capacity, policy)
+    tickets: dict[int, int] = {}
     for n, action in enumerate(trace):
-        new, problem = compare(state, manager, action.call)
+        new, problem = compare(state, manager, action.call, tickets)
         if problem is not None or new is None:
-            return state, Divergence(tuple(trace[:n + 1]), problem or "the call raised")
+            divergence = Divergence(tuple(trace[:n + 1]), problem or "the call raised")
+            return state, manager, tickets, divergence
         state = new
-    return state, None
-
-
-def _driven(factory: Factory, bounds: Bounds, policy: Policy, trace: Sequence[Action]
-            ) -> NativeManager:
-    """A fresh manager driven along ``trace`` (already compared by :func:`_lockstep`)."""
-    manager = factory(bounds.capacity, policy)
-    for action in trace:
-        call_manager(manager, action.call)
-    return manager
+    return state, manager, tickets, None
 
 
 def refine(bounds: Bounds, policy: Policy, form: Form, factory: Factory = reference_manager
@@ -184,13 +181,13 @@ def refine(bounds: Bounds, policy: Policy, form: Form, factory: Factory = refere
 
     for i in range(explored.states):
         trace = tree.trace(i)
-        state, divergence = _lockstep(factory, bounds, policy, trace)
+        state, driven, driven_tickets, divergence = _lockstep(factory, bounds, policy, trace)
         comparisons += len(trace)
         if divergence is not None:
             return result(divergence)
         for action in calls.get(i, ()):
-            manager = _driven(factory, bounds, policy, trace)
-            _, problem = compare(state, manager, action.call)
+            manager, tickets = copy.deepcopy(driven), dict(driven_tickets)
+            _, problem = compare(state, manager, action.call, tickets)
             comparisons += 1
             if problem is not None:
                 return result(Divergence((*trace, action), problem))

@@ -59,7 +59,7 @@ def version() -> str:
 def source(bounds: Bounds, mutation: str | None = None) -> str:
     """The Murphi model with ``bounds`` written into its constants.
 
-    ``mutation`` names a rule to break, for the runner's own test: ``touch-queues-storing``
+    ``mutation`` names a rule to break, for the runner's own test: ``TouchQueuesStoring``
     lets ``touch`` queue a STORING key, as the Python mutant of that name does.
     """
     if bounds.width != 2:
@@ -71,7 +71,7 @@ def source(bounds: Bounds, mutation: str | None = None) -> str:
                           flags=re.MULTILINE)
         if n != 1:
             raise ValueError(f"constant {name} not found in {MODEL}")
-    if mutation == "touch-queues-storing":
+    if mutation == "TouchQueuesStoring":
         text, n = re.subn(r"if blocks\[k\]\.pos != 0 then queue_append\(k\); endif;",
                           "if blocks[k].phase != ABSENT then queue_append(k); endif;", text)
         if n != 1:

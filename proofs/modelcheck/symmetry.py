@@ -24,17 +24,18 @@ explored behaviour is the spec's "any free slot" in every node, which is symmetr
 every renaming of slots, and such nodes take the exact form.
 
 Keys with equal components are interchangeable in that node; :func:`canonical` returns
-these classes so the environment can also skip calls that are renamings of each other.
+these classes, and :class:`CallRenaming` gives each call its form up to such renamings,
+so the environment can skip calls that are renamings of each other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable, Sequence
 from itertools import permutations
 
-from kvoffload.spec import ArcLists, LruOrder
+from kvoffload.spec import ArcLists, Block, LruOrder, Orphan
 
-from .environment import Node
+from .node import Action, Job, Node
 
 Form = Hashable
 
@@ -59,34 +60,69 @@ def canonical(node: Node, keys: tuple[str, ...]) -> tuple[Form, tuple[int, ...] 
     ``keys`` is the key universe; keys outside every component all get the empty one.
     """
     s = node.state
-    items: dict[object, list[tuple[int, str, int, int, int]]] = {}
+    blocks = {b.key: b for b in s.blocks}
+    orphans: dict[object, list[Orphan]] = {}
+    jobs: dict[object, list[Job]] = {}
+    done: dict[object, list[tuple[str, int]]] = {}
+    for kind, key, ticket in node.done:
+        done.setdefault(key, []).append((kind, ticket))
     owner: dict[int, object] = {}
     shared = False
     for b in s.blocks:
-        items.setdefault(b.key, []).append((0, b.phase.value, b.readers, 0, b.slot))
         shared |= owner.setdefault(b.slot, b.key) != b.key
     for o in s.orphans:
-        items.setdefault(o.key, []).append((1, o.kind.value, o.epoch, o.count, o.slot))
+        orphans.setdefault(o.key, []).append(o)
         shared |= owner.setdefault(o.slot, o.key) != o.key
-    held = set(owner)
-    for kind, key, epoch, slot in node.jobs:
-        if slot not in held:
+    for job in node.jobs:
+        if job[3] not in owner:
             return ("dangling", exact_form(node, keys)), None
-        items.setdefault(key, []).append((2, kind, epoch, 0, slot))
-        shared |= owner.setdefault(slot, key) != key
+        jobs.setdefault(job[1], []).append(job)
+        shared |= owner[job[3]] != job[1]
     if shared:
         return ("shared", exact_form(node, keys)), None
     where, p = _recency(node)
     announced = s.announced
     sigs = []
     for key in keys:
-        local: dict[int, int] = {}
-        component = tuple((tag, a, b, c, local.setdefault(slot, len(local)))
-                          for tag, a, b, c, slot in sorted(items.get(key, ())))
+        component = _component(blocks.get(key), orphans.get(key, ()), jobs.get(key, ()),
+                               done.get(key, ()), {})
         sigs.append((component, tuple(where.get(key, ())), key in announced))
     distinct = sorted(set(sigs))
     cls = {sig: i for i, sig in enumerate(distinct)}
     return (s.epoch, p, tuple(sorted(sigs))), tuple(cls[sig] for sig in sigs)
+
+
+def _component(block: Block | None, orphans: Iterable[Orphan], jobs: Iterable[Job],
+               done: Iterable[tuple[str, int]], slots: dict[int, int]) -> tuple[object, ...]:
+    """Everything the node says about one key, with its tickets numbered in the order
+    they appear (the live block first, then the orphans by kind and epoch, then the
+    jobs) and its slots numbered likewise unless ``slots`` already names them.
+
+    Tickets are compared for equality only (the spec never orders them), and a key's
+    behaviour depends on its own tickets only: the environment's completions name one
+    key, so the tickets one plan shares between keys link nothing.
+    """
+    local = not slots
+    tickets: dict[int, int] = {}
+
+    def slot(n: int) -> int:
+        return slots.setdefault(n, len(slots)) if local else slots[n]
+
+    def named(ts: Iterable[int]) -> tuple[int, ...]:
+        return tuple(tickets.setdefault(t, len(tickets)) for t in ts)
+
+    items: list[tuple[object, ...]] = []
+    if block is not None:
+        own = () if block.ticket is None else (block.ticket,)
+        items.append((0, block.phase.value, slot(block.slot), named(own), named(block.loads)))
+    for o in sorted(orphans, key=lambda o: (o.kind.value, o.epoch)):
+        items.append((1, o.kind.value, o.epoch, slot(o.slot), named(o.tickets)))
+    unknown = 1 << 30
+    order = sorted(jobs, key=lambda j: (j[0], slots.get(j[3], unknown),
+                                        tickets.get(j[2], unknown)))
+    items.extend((2, kind, slot(n), named((t,))) for kind, _, t, n in order)
+    items.extend((3, kind, named((t,))) for kind, t in sorted(done, key=lambda d: d[0]))
+    return tuple(items)
 
 
 def _encode(node: Node, kmap: dict[object, int], smap: dict[int, int]) -> tuple[object, ...]:
@@ -98,19 +134,18 @@ def _encode(node: Node, kmap: dict[object, int], smap: dict[int, int]) -> tuple[
                  tuple(kmap[k] for k in rec.b1), tuple(kmap[k] for k in rec.b2), rec.p)
     else:
         order = tuple(kmap[k] for k in rec.order)
-    return (
-        s.epoch, order,
-        tuple(sorted((kmap[b.key], b.phase.value, b.readers, smap[b.slot]) for b in s.blocks)),
-        tuple(sorted((kmap[o.key], o.kind.value, o.epoch, o.count, smap[o.slot])
-                     for o in s.orphans)),
-        tuple(sorted((kmap[key], kind, epoch, smap[slot]) for kind, key, epoch, slot
-                     in node.jobs)),
-        tuple(sorted(kmap[k] for k in s.announced)),
-    )
+    blocks = {b.key: b for b in s.blocks}
+    parts = []
+    for key in sorted(kmap, key=lambda k: kmap[k]):
+        parts.append(_component(blocks.get(key), [o for o in s.orphans if o.key == key],
+                                [j for j in node.jobs if j[1] == key],
+                                [(kind, t) for kind, k, t in node.done if k == key], smap))
+    return (s.epoch, order, tuple(parts), tuple(sorted(kmap[k] for k in s.announced)))
 
 
 def exact_form(node: Node, keys: tuple[str, ...]) -> tuple[object, ...]:
-    """The least encoding of the node over every renaming of keys and slots.
+    """The least encoding of the node over every renaming of keys and slots (tickets
+    numbered per key as in :func:`_component`).
 
     Exact by construction, and slow (|keys|! x capacity! encodings): the reference the
     fast form is tested against, and the form of nodes where keys share slots or jobs
@@ -121,3 +156,53 @@ def exact_form(node: Node, keys: tuple[str, ...]) -> tuple[object, ...]:
         _encode(node, dict(zip(kperm, range(len(keys)), strict=True)),
                 dict(zip(sperm, slots, strict=True)))
         for kperm in permutations(keys) for sperm in permutations(slots))
+
+
+class CallRenaming:
+    """The form of a call up to the renamings of keys that leave its node unchanged."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self._index = {k: i for i, k in enumerate(keys)}
+        self._renamed: dict[tuple[Sequence[int], tuple[object, ...]], object] = {}
+
+    def form(self, node: Node, action: Action, classes: Sequence[int]) -> object:
+        """Equal for two calls in ``node`` that differ by such a renaming only.
+
+        ``classes`` gives each key of the universe its symmetry class (:func:`canonical`).
+        """
+        call = action.call
+        canon = self._renamed.get((classes, call.keys))
+        if canon is None:
+            assigned: dict[object, int] = {}
+            used: dict[int, int] = {}
+            names: list[tuple[int, int]] = []
+            for key in call.keys:
+                cls = classes[self._index[str(key)]]
+                if key not in assigned:
+                    assigned[key] = used.get(cls, 0)
+                    used[cls] = assigned[key] + 1
+                names.append((cls, assigned[key]))
+            canon = self._renamed[classes, call.keys] = tuple(names)
+        jobs = tuple(_job_relation(node, j) for j in action.jobs)
+        own = {j[2] for j in action.jobs}
+        done = {d[2] for d in node.done}
+        roles = tuple(None if t is None else "job" if t in own else "done" if t in done
+                      else "other" for t in (call.ticket, call.job))
+        return (call.op, canon, call.success, roles, jobs, action.slots)
+
+
+def _job_relation(node: Node, job: Job) -> object:
+    """A job as seen from its key: which of the key's copies runs it, and where among
+    that copy's jobs, named without slot numbers or tickets."""
+    kind, key, ticket, slot = job
+    s = node.state
+    block = s.table.get(key)
+    if block is not None and block.slot == slot:
+        place = block.loads.index(ticket) if ticket in block.loads else -1
+        return (kind, "block", block.ticket == ticket, place)
+    for orphan in s.orphans:
+        if orphan.key == key and orphan.slot == slot:
+            place = orphan.tickets.index(ticket) if ticket in orphan.tickets else -1
+            return (kind, "orphan", orphan.kind.value, orphan.epoch, place)
+    return (kind, "slot", slot)
+

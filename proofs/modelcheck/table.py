@@ -14,6 +14,7 @@ from pathlib import Path
 README = Path(__file__).resolve().parent.parent / "README.md"
 BEGIN, END = "<!-- results: begin (generated) -->", "<!-- results: end -->"
 TRACES_BEGIN, TRACES_END = "<!-- traces: begin (generated) -->", "<!-- traces: end -->"
+MUTANTS_BEGIN, MUTANTS_END = "<!-- mutants: begin (generated) -->", "<!-- mutants: end -->"
 COLUMNS = ("property", "tool", "bound", "exhaustive or sampled", "result", "states", "time",
            "command")
 
@@ -51,13 +52,15 @@ def _between(text: str, begin: str, end: str) -> tuple[int, int]:
     return start + len(begin), stop
 
 
-def write(rows: list[Row], traces: str, path: Path = README) -> None:
-    """Replace the generated table and traces in the README, keep the prose."""
+def write(rows: list[Row], traces: str, mutants: str = "", path: Path = README) -> None:
+    """Replace the generated tables and traces in the README, keep the prose."""
     text = path.read_text()
-    a, b = _between(text, BEGIN, END)
-    text = text[:a] + "\n" + render(rows) + "\n" + text[b:]
-    a, b = _between(text, TRACES_BEGIN, TRACES_END)
-    text = text[:a] + "\n" + traces.rstrip() + "\n" + text[b:]
+    parts = [(BEGIN, END, render(rows)), (TRACES_BEGIN, TRACES_END, traces.rstrip())]
+    if mutants:
+        parts.append((MUTANTS_BEGIN, MUTANTS_END, mutants.rstrip()))
+    for begin, end, body in parts:
+        a, b = _between(text, begin, end)
+        text = text[:a] + "\n" + body + "\n" + text[b:]
     path.write_text(text)
 
 

@@ -1,21 +1,24 @@
--- kvoffload's spec, LRU policy, reset-safe completions: the model that
+-- kvoffload's spec, LRU policy, ticket completions: the model that
 -- `python proofs/check.py --check spec-lru` explores, written again for rumur.
 --
 -- Written from the spec's text (spec/kvoffload/spec/transitions.py, recency.py),
 -- not generated from the Python checker, so that the two can disagree.
 -- Keys and slots are scalarsets: rumur's symmetry reduction renames them as the
 -- Python checker's canonical form does. The state holds what CacheState holds
--- (blocks, orphans, the LRU queue, the epoch, the subscriber's view); the jobs of
--- the Python checker are left out because with reset-safe completions they are
--- a function of that state (one store per STORING block or store orphan, one load
--- per reader or per orphaned load due), so they add no states.
+-- (blocks, orphans, the LRU queue, the epoch, the subscriber's view) but its
+-- tickets: the spec compares tickets only for equality, and with ticket
+-- completions each one reaches exactly its job, so the jobs of the Python checker
+-- and their tickets are a function of that state (one store per STORING block or
+-- store orphan, one load per reader or per orphaned load due): they add no states,
+-- and the Python checker's canonical form renames tickets away likewise.
 --
 -- The environment's calls: prepare_store of one or two distinct keys (atomic:
 -- it evicts LRU victims not named in the call, or rejects and changes nothing),
 -- prepare_load and touch of one or two keys, the completion of any copy
 -- (current stores succeed or fail; a copy a reset left running releases its
 -- slot), reset_cache up to RESETS times, take_events. Lookups, misuse and
--- completions with no job change no state and are not modelled. A two-key
+-- completions naming no running job (duplicate or late reports, which the ticket
+-- form ignores) change no state and are not modelled. A two-key
 -- complete_store or complete_load equals the two one-key calls in a row under
 -- LRU, so one-key completions reach the same states.
 --
@@ -307,10 +310,10 @@ ruleset k1: key_t do
   end;
 
   ruleset e: epoch_t do
-    rule "complete_store([k1], epoch=e) of a copy a reset left running"
+    rule "complete_store([k1], ticket=its job) of a copy a reset left running in epoch e"
       orphans[k1][e].kind = STORE_COPY ==> begin release_orphan(k1, e); end;
 
-    rule "complete_load([k1], epoch=e) of a copy a reset left running"
+    rule "complete_load([k1], ticket=its job) of a copy a reset left running in epoch e"
       orphans[k1][e].kind = LOAD_COPY ==> begin release_orphan(k1, e); end;
   endruleset;
 

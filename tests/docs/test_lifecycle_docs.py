@@ -14,9 +14,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from docs.tools import lifecycle_diagram, lifecycle_table
-from docs.tools.lifecycle_explore import Bounds, explore
-from docs.tools.lifecycle_projection import effects_of
+from docs.tools import lifecycle_diagram
+from docs.tools.lifecycle_projection import Bounds, effects_of, explore
+from docs.tools.lifecycle_render import Exploration, render_table
 
 from kvoffload.spec import LookupResult, Phase, Policy
 from kvoffload.spec import transitions as spec_transitions
@@ -74,8 +74,9 @@ def test_table_states_the_lifecycle(generated: dict[Path, str]) -> None:
     reset = table["`reset_cache()`"]
     assert "store copy keeps running" in reset[1]
     assert "load copy keeps running" in reset[3]
-    assert all("`UnknownEpoch`" in cell
-               for cell in table["`complete_load([k], epoch=later)`"])
+    late = table["`complete_load([k], ticket=finished)`"]
+    assert all("`ignored`" in cell or cell == "(not reached)" for cell in late)
+    assert "`UnmatchedCompleteLoad`" in table["`complete_load([k])`"][0]
 
 
 def test_diagram_draws_the_lifecycle(generated: dict[Path, str]) -> None:
@@ -104,9 +105,9 @@ def test_table_follows_a_changed_transition(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(spec_transitions, "lookup", two_state_lookup)
     bounds = Bounds(resets=0)
     states, steps = explore(bounds)
-    run = lifecycle_table.Exploration(bounds, len(states), len(steps),
-                                      list(effects_of(steps, bounds.keys)))
-    table = table_of(lifecycle_table.render(run, run, "test"))
+    run = Exploration(bounds, len(states), len(steps),
+                      list(effects_of(steps, bounds.keys)))
+    table = table_of(render_table(run, run, "test"))
     assert table["`lookup(k)`"][1] == "`MISS`"
 
 

@@ -17,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from proofs.modelcheck.bounds import PRESETS  # noqa: E402
-from proofs.modelcheck.checks import CHECKS_BY_NAME  # noqa: E402
-from proofs.modelcheck.explorer import Result, explore  # noqa: E402
+from proofs.modelcheck.bounds import PRESETS  # noqa: E402 - after the root goes on sys.path
+from proofs.modelcheck.checks import CHECKS_BY_NAME  # noqa: E402 - after the root goes on sys.path
+from proofs.modelcheck.explorer import Result, explore  # noqa: E402 - after the root goes on sys.path
 
 RunCheck = Callable[..., Result]
 

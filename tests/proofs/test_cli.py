@@ -10,14 +10,14 @@ def test_list_names_every_check(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--list"]) == 0
     out = capsys.readouterr().out
     assert "spec-lru" in out
-    assert "mutant:evicts-pinned" in out
+    assert "mutant:EvictsPinnedBlock" in out
 
 
 def test_a_caught_mutant_prints_its_numbered_trace(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--check", "mutant:touch-queues-storing", "--quiet"]) == 0
+    assert main(["--check", "mutant:TouchQueuesStoring", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "violated" in out
-    assert "lru_queues_evictable_blocks" in out
+    assert "follows_the_spec" in out
     assert "1. prepare_store(['a'])" in out
     assert "2. touch(['a'])" in out
 

@@ -1,24 +1,24 @@
-"""The environment: jobs, the call alphabet, and the rules checked on each call."""
+"""The environment: jobs, the call alphabet, and the rules checked on each call (step.py)."""
 
 from __future__ import annotations
 
 from proofs.modelcheck.bounds import TINY
-from proofs.modelcheck.environment import Action, Environment, Expect, Form, Node
+from proofs.modelcheck.environment import Environment
 from proofs.modelcheck.model import SPEC
 from proofs.modelcheck.mutants import MUTANTS_BY_NAME
+from proofs.modelcheck.node import Action, Form, Node
 
 from kvoffload.spec import (
     Call,
     NotReadable,
     Op,
     Policy,
-    UnknownEpoch,
     UnmatchedCompleteLoad,
     initial_state,
 )
 
 
-def _env(form: Form = Form.SAFE) -> Environment:
+def _env(form: Form = Form.TICKET) -> Environment:
     return Environment(SPEC, TINY, form)
 
 
@@ -47,9 +47,9 @@ def test_prepare_store_starts_one_job_per_planned_key() -> None:
 def test_prepare_load_starts_one_job_per_distinct_key() -> None:
     env = _env()
     node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
-    node = _run_from(env, node, "complete_store(['a'], epoch=0)")
+    node = _run_from(env, node, "complete_store(['a'], ticket=0)")
     node = _run_from(env, node, "prepare_load(['a', 'a'])")
-    assert node.jobs == (("load", "a", 0, 0),)
+    assert node.jobs == (("load", "a", 1, 0),)
 
 
 def _run_from(env: Environment, node: Node, text: str) -> Node:
@@ -59,43 +59,52 @@ def _run_from(env: Environment, node: Node, text: str) -> Node:
     return outcome.node
 
 
-def test_completions_name_the_jobs_epoch_in_the_safe_form_only() -> None:
-    for form, text in ((Form.SAFE, "complete_store(['a'], epoch=0)"),
-                       (Form.VLLM, "complete_store(['a'])")):
+def test_completions_name_the_jobs_ticket_in_the_ticket_form_only() -> None:
+    for form, text in ((Form.TICKET, "complete_store(['a'], ticket=0)"),
+                       (Form.VLLM, "complete_store(['a'])  # job 0")):
         env = _env(form)
         node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
+        action = _find(env, node, text)
+        assert action.call.job_ticket == 0
+        assert (action.call.ticket is None) is (form is Form.VLLM)
         assert _run_from(env, node, text).jobs == ()
 
 
-def test_stale_completions_carry_their_origin_in_the_vllm_form() -> None:
+def test_vllm_form_reports_a_finished_job_again() -> None:
+    """Issue 10 A: the environment sends duplicate and late reports of finished jobs,
+    for busy keys too; it remembers the last finished job of each kind and key."""
     env = _env(Form.VLLM)
-    node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",))), Action(Call(Op.RESET_CACHE))])
-    stale = _find(env, node, "complete_store(['a'])  # job of epoch 0")
-    assert stale.call.epoch is None
-    assert stale.call.origin == 0
-    assert stale.jobs == (("store", "a", 0, 0),)
+    node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
+    node = _run_from(env, node, "complete_store(['a'], success=False)  # job 0")
+    assert node.done == (("store", "a", 0),)
+    node = _run_from(env, node, "prepare_store(['a'])")
+    late = _find(env, node, "complete_store(['a'])  # job 0")
+    assert late.jobs == ()
+    assert late.call.ticket is None
+    assert late.call.job == 0
 
 
-def test_misuse_calls_expect_their_error() -> None:
+def test_misuse_calls_are_offered_and_raise_without_a_violation() -> None:
     env = _env()
     node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
-    expected = {str(a): a.error for a in env.actions(node, None) if a.expect is Expect.MISUSE}
-    assert expected["prepare_load(['a'])"] is NotReadable
-    assert expected["complete_load(['b'], epoch=0)"] is UnmatchedCompleteLoad
-    assert expected["complete_store(['a'], epoch=1)"] is UnknownEpoch
     outcome = env.step(node, _find(env, node, "prepare_load(['a'])"))
     assert outcome.node is None
     assert outcome.violation is None
     assert isinstance(outcome.output, NotReadable)
+    env = _env(Form.VLLM)
+    outcome = env.step(node, _find(env, node, "complete_load(['b'])"))
+    assert outcome.violation is None
+    assert isinstance(outcome.output, UnmatchedCompleteLoad)
 
 
-def test_a_completion_with_no_job_must_be_ignored() -> None:
+def test_ticket_form_completions_of_no_running_job_are_offered_for_every_key() -> None:
     env = _env()
     node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
-    ignored = [a for a in env.actions(node, None) if a.expect is Expect.IGNORED]
-    assert {str(a) for a in ignored} >= {"complete_store(['b'], epoch=0)",
-                                         "complete_store(['b'], success=False, epoch=0)"}
-    assert not any(a.call.keys == ("a",) for a in ignored)
+    stray = {str(a) for a in env.actions(node, None)
+             if a.call.op is Op.COMPLETE_STORE and not a.jobs}
+    assert {"complete_store(['a'], ticket=1)", "complete_store(['b'], ticket=1)",
+            "complete_store(['b'], success=False, ticket=1)"} <= stray
+    assert "complete_store(['a'], ticket=0)" not in stray
 
 
 def test_resets_and_readers_stay_within_the_bounds() -> None:
@@ -103,11 +112,10 @@ def test_resets_and_readers_stay_within_the_bounds() -> None:
     node = _run(env, [Action(Call(Op.RESET_CACHE))])
     assert not any(a.call.op is Op.RESET_CACHE for a in env.actions(node, None))
     node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
-    node = _run_from(env, node, "complete_store(['a'], epoch=0)")
+    node = _run_from(env, node, "complete_store(['a'], ticket=0)")
     node = _run_from(env, node, "prepare_load(['a'])")
-    loads = [a for a in env.actions(node, None)
-             if a.call.op is Op.PREPARE_LOAD and a.expect is Expect.ACCEPT]
-    assert not any("a" in a.call.keys for a in loads)  # TINY allows one reader
+    loads = [a for a in env.actions(node, None) if a.call.op is Op.PREPARE_LOAD]
+    assert not any(a.call.keys == ("a",) for a in loads)  # TINY allows one reader
 
 
 def test_symmetric_calls_are_made_once() -> None:
@@ -123,14 +131,22 @@ def test_symmetric_calls_are_made_once() -> None:
 
 
 def test_each_call_rule_can_fail() -> None:
-    """Mutants break the call rules the environment checks (not only node properties)."""
+    """A replaced operation must answer as the spec's transition; a running copy's
+    completion must reach that copy."""
     node = Node(initial_state(TINY.capacity, Policy.LRU))
-    env = Environment(MUTANTS_BY_NAME["unmatched-complete-load"].model, TINY, Form.SAFE)
-    outcome = env.step(node, _find(env, node, "complete_load(['a'], epoch=0)"))
+    env = Environment(MUTANTS_BY_NAME["UnmatchedCompleteLoadAccepted"].model, TINY, Form.VLLM)
+    outcome = env.step(node, _find(env, node, "complete_load(['a'])"))
     assert outcome.violation is not None
-    assert outcome.violation[0] == "misuse_rejected"
-    env = Environment(MUTANTS_BY_NAME["lookup-storing-is-miss"].model, TINY, Form.SAFE)
+    assert outcome.violation[0] == "follows_the_spec"
+    assert "raises UnmatchedCompleteLoad" in outcome.violation[1]
+    env = Environment(MUTANTS_BY_NAME["LookupPendingAsMiss"].model, TINY, Form.TICKET)
     node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
     outcome = env.step(node, _find(env, node, "lookup('a')"))
     assert outcome.violation is not None
-    assert outcome.violation[0] == "lookup_reports_phase"
+    assert outcome.violation[0] == "follows_the_spec"
+    env = _env()
+    job = node.jobs[0]
+    wrong = Action(Call(Op.COMPLETE_STORE, ("b",), ticket=0), jobs=(job,))
+    outcome = env.step(node, wrong)
+    assert outcome.violation is not None
+    assert outcome.violation[0] == "completions_attributed"

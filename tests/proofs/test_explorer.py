@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 from proofs.modelcheck.bounds import TINY
 from proofs.modelcheck.checks import CHECKS, CHECKS_BY_NAME
-from proofs.modelcheck.environment import Action, Environment, Form
+from proofs.modelcheck.environment import Environment
 from proofs.modelcheck.explorer import (
     Result,
     Setup,
@@ -25,6 +25,7 @@ from proofs.modelcheck.explorer import (
     replay,
 )
 from proofs.modelcheck.model import SPEC
+from proofs.modelcheck.node import Action, Form
 from proofs.modelcheck.properties import LIVENESS, NODE_PROPERTIES
 
 from kvoffload.spec import Call, Op, Policy
@@ -63,26 +64,37 @@ def test_counterexample_replays_from_the_initial_state(name: str, run_check: Run
         assert len(nodes) == len(violation.trace)
 
 
-def test_stale_completion_trace_is_the_known_shortest(run_check: RunCheck) -> None:
+def test_duplicate_completion_trace_is_the_known_shortest(run_check: RunCheck) -> None:
+    """Issue 10 A: in vLLM's form a late report of a finished store lands on the next
+    store of the key, which reads READY while it is still being written."""
     violation = run_check("spec-vllm-form").violation
     assert violation is not None
     assert format_trace(violation.trace).splitlines() == [
         "1. prepare_store(['a'])",
-        "2. reset_cache()",
+        "2. complete_store(['a'], success=False)  # job 0",
         "3. prepare_store(['a'])",
-        "4. complete_store(['a'])  # job of epoch 0",
+        "4. complete_store(['a'])  # job 0",
     ]
 
 
 def test_slot_reuse_trace_is_the_known_shortest(run_check: RunCheck) -> None:
     violation = run_check("hazard:reset-without-hold-back").violation
     assert violation is not None
+    assert [str(a) for a in violation.trace] == ["prepare_store(['a'])", "reset_cache()"]
+
+
+def test_stale_complete_load_trace_is_the_known_shortest(run_check: RunCheck) -> None:
+    """Issue 10 B: in vLLM's form a late complete_load unpins the key's next load."""
+    violation = run_check("spec-vllm-form+no-stale-store-completions").violation
+    assert violation is not None
+    assert violation.prop == "running_copies_own_their_slots"
     assert [str(a) for a in violation.trace] == [
-        "prepare_store(['a'])", "reset_cache()", "prepare_store(['a'])  # into slot(s) 0"]
+        "prepare_store(['a'])", "complete_store(['a'])  # job 0", "prepare_load(['a'])",
+        "complete_load(['a'])  # job 1", "prepare_load(['a'])", "complete_load(['a'])  # job 1"]
 
 
 @pytest.mark.parametrize("name", ["spec-vllm-form", "hazard:reset-without-hold-back",
-                                  "mutant:events-miss-removals"])
+                                  "mutant:MissingRemovalEvent"])
 def test_no_shorter_trace_exists(name: str, run_check: RunCheck) -> None:
     """An independent search without symmetry, one call short of the trace, finds no
     violation of the property: breadth-first order made the trace a shortest one."""
@@ -108,8 +120,8 @@ def test_no_shorter_trace_exists(name: str, run_check: RunCheck) -> None:
 
 
 def test_replay_rejects_a_call_the_environment_cannot_make() -> None:
-    setup = Setup(SPEC, Form.SAFE, Policy.LRU)
-    bogus = Action(Call(Op.COMPLETE_STORE, ("a",), epoch=0), jobs=(("store", "a", 0, 0),))
+    setup = Setup(SPEC, Form.TICKET, Policy.LRU)
+    bogus = Action(Call(Op.COMPLETE_STORE, ("a",), ticket=0), jobs=(("store", "a", 0, 0),))
     with pytest.raises(ValueError, match="not a call the environment makes"):
         replay(setup, TINY, [bogus])
 

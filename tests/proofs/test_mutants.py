@@ -1,50 +1,49 @@
-"""The mutants: the store variant is the spec's prepare_store when no switch is on,
-every mutant is caught at TINY, and each assumption-tied mutant passes under it."""
+"""The mutants: built on the spec, each differing from it in the operations it replaces
+only, every one caught at TINY, each assumption-tied one passing under its assumption,
+and named after the conformance suite's seeded bug of the same class."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 from collections.abc import Callable
 
 import pytest
-from proofs.modelcheck.bounds import TINY, Bounds
-from proofs.modelcheck.environment import Action, Form, Node, Outcome
-from proofs.modelcheck.explorer import Result, Setup, explore
-from proofs.modelcheck.model import SPEC
-from proofs.modelcheck.mutants import MUTANTS, prepare_store_variant
+from proofs.modelcheck import mutants as mutants_module
+from proofs.modelcheck.explorer import Result
+from proofs.modelcheck.mutants import MUTANTS, Mutant
 
-from kvoffload.spec import Policy, prepare_store
+from kvoffload.conformance.selftest import CATALOGUE
 
 RunCheck = Callable[..., Result]
 """The ``run_check`` fixture of conftest.py."""
 
 
-ARC_BOUND = Bounds("arc", capacity=1, keys=("a", "b"), resets=1, readers=1, width=2)
-
-
-@pytest.mark.parametrize(("policy", "bounds"), [(Policy.LRU, TINY), (Policy.ARC, ARC_BOUND)])
-def test_store_variant_without_switches_is_the_spec(policy: Policy, bounds: Bounds) -> None:
-    states = {}
-
-    def visit(i: int, node: Node, action: Action, outcome: Outcome) -> None:
-        states[i] = node.state
-
-    explore(Setup(SPEC, Form.SAFE, policy, properties=frozenset()), bounds, visit=visit)
-    assert len(states) > 20
-    for state in states.values():
-        for keys in TINY.sequences():
-            assert prepare_store_variant(state, keys) == prepare_store(state, keys)
-
-
 def test_mutant_names_are_unique_and_rules_cited() -> None:
     assert len({m.name for m in MUTANTS}) == len(MUTANTS)
     assert all(m.decision.startswith("D") and m.rule for m in MUTANTS)
+    assert all(m.model.replaced for m in MUTANTS)
+
+
+def test_names_shared_with_the_suite_name_its_seeded_bugs() -> None:
+    """A mutant marked ``in_suite`` has the name of a seeded bug of the self-test; one
+    not marked has a name the suite does not use for another bug."""
+    suite = {entry.cls for entry in CATALOGUE if entry.kind == "variant"}
+    assert {m.name for m in MUTANTS if m.in_suite} <= suite
+    assert not {m.name for m in MUTANTS if not m.in_suite} & suite
+
+
+def test_mutants_use_only_the_spec_public_api() -> None:
+    """No import of the spec's private helpers, no transition body copied."""
+    tree = ast.parse(inspect.getsource(mutants_module))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and "kvoffload" in node.module:
+            assert node.module == "kvoffload.spec", node.module
+            assert not any(alias.name.startswith("_") for alias in node.names)
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
-def test_every_mutant_is_caught_at_tiny(mutant: object, run_check: RunCheck) -> None:
-    from proofs.modelcheck.mutants import Mutant
-
-    assert isinstance(mutant, Mutant)
+def test_every_mutant_is_caught_at_tiny(mutant: Mutant, run_check: RunCheck) -> None:
     result = run_check(f"mutant:{mutant.name}")
     assert result.verdict == "violated"
     assert result.violation is not None
@@ -53,9 +52,6 @@ def test_every_mutant_is_caught_at_tiny(mutant: object, run_check: RunCheck) -> 
 
 @pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.hidden_by is not None],
                          ids=[m.name for m in MUTANTS if m.hidden_by is not None])
-def test_the_assumption_hides_the_mutant(mutant: object, run_check: RunCheck) -> None:
-    from proofs.modelcheck.mutants import Mutant
-
-    assert isinstance(mutant, Mutant)
+def test_the_assumption_hides_the_mutant(mutant: Mutant, run_check: RunCheck) -> None:
     assert mutant.hidden_by is not None
     assert run_check(f"mutant:{mutant.name}+{mutant.hidden_by.name}").verdict == "holds"

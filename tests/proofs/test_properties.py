@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proofs.modelcheck.environment import Node
+from proofs.modelcheck.node import Node
 from proofs.modelcheck.properties import (
     ALL_PROPERTIES,
     LIVENESS,

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from proofs.modelcheck import rumur
 from proofs.modelcheck.bounds import SMALL, TINY, Bounds
-from proofs.modelcheck.explorer import Result
+from proofs.modelcheck.checks import CHECKS_BY_NAME
+from proofs.modelcheck.explorer import Result, explore
+from proofs.modelcheck.properties import NODE_PROPERTIES
 
 RunCheck = Callable[..., Result]
 """The ``run_check`` fixture of conftest.py."""
@@ -90,8 +93,10 @@ def test_rumur_agrees_with_the_python_checker_at_tiny(run_check: RunCheck) -> No
 
 @needs_rumur
 def test_rumur_finds_the_same_mutant_with_a_trace_as_short(run_check: RunCheck) -> None:
-    ours = run_check("mutant:touch-queues-storing")
-    theirs = rumur.check(TINY, mutation="touch-queues-storing")
+    check = CHECKS_BY_NAME["mutant:TouchQueuesStoring"]
+    node_properties = frozenset(p.__name__ for p in NODE_PROPERTIES)
+    ours = explore(replace(check.setup, properties=node_properties), TINY)
+    theirs = rumur.check(TINY, mutation="TouchQueuesStoring")
     assert ours.violation is not None
     assert theirs.verdict == "violated"
     assert ours.violation.prop in theirs.error

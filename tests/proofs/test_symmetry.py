@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 from proofs.modelcheck.bounds import TINY, Bounds
-from proofs.modelcheck.environment import Action, Form, Node, Outcome
 from proofs.modelcheck.explorer import Setup, explore
 from proofs.modelcheck.model import SPEC
 from proofs.modelcheck.mutants import MUTANTS_BY_NAME
+from proofs.modelcheck.node import Action, Form, Node, Outcome
 from proofs.modelcheck.symmetry import canonical, exact_form
 
 from kvoffload.spec import Policy
@@ -36,12 +36,12 @@ def _unreduced(setup: Setup, bounds: Bounds) -> list[Node]:
 
 
 @pytest.mark.parametrize(("setup", "bounds"), [
-    (Setup(SPEC, Form.SAFE, Policy.LRU, properties=frozenset()), TINY),
+    (Setup(SPEC, Form.TICKET, Policy.LRU, properties=frozenset()), TINY),
     (Setup(SPEC, Form.VLLM, Policy.LRU, properties=frozenset()), TINY),
-    (Setup(SPEC, Form.SAFE, Policy.ARC, properties=frozenset()), ARC_BOUND),
-    (Setup(MUTANTS_BY_NAME["reset-without-hold-back"].model, Form.SAFE, Policy.LRU,
+    (Setup(SPEC, Form.TICKET, Policy.ARC, properties=frozenset()), ARC_BOUND),
+    (Setup(MUTANTS_BY_NAME["ResetFreesRunningSlots"].model, Form.TICKET, Policy.LRU,
            properties=frozenset()), HOLD_BACK_BOUND),
-], ids=["lru-safe", "lru-vllm", "arc-safe", "reset-without-hold-back"])
+], ids=["lru-ticket", "lru-vllm", "arc-ticket", "reset-without-hold-back"])
 def test_canonical_form_is_exact_and_reduction_complete(setup: Setup, bounds: Bounds) -> None:
     nodes = _unreduced(setup, bounds)
     fast: dict[object, object] = {}
@@ -57,7 +57,7 @@ def test_canonical_form_is_exact_and_reduction_complete(setup: Setup, bounds: Bo
 
 
 def test_keys_with_equal_components_share_a_class() -> None:
-    setup = Setup(SPEC, Form.SAFE, Policy.LRU)
+    setup = Setup(SPEC, Form.TICKET, Policy.LRU)
     from kvoffload.spec import initial_state, prepare_store
 
     state, _ = prepare_store(initial_state(2), ["a", "b"])
@@ -65,7 +65,7 @@ def test_keys_with_equal_components_share_a_class() -> None:
     _, classes = canonical(node, ("a", "b", "c"))
     assert classes is not None
     assert classes[0] == classes[1] != classes[2]
-    assert setup.form is Form.SAFE
+    assert setup.form is Form.TICKET
 
 
 def test_jobs_on_free_slots_take_the_exact_form() -> None:

@@ -15,7 +15,7 @@ def test_rows_survive_a_round_trip(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{table.BEGIN}\nOLDTEXT\n{table.END}\nmiddle\n"
                       f"{table.TRACES_BEGIN}\nOLDTEXT\n{table.TRACES_END}\nend\n")
-    table.write([ROW], "trace text", readme)
+    table.write([ROW], "trace text", path=readme)
     assert table.read(readme) == [ROW]
     text = readme.read_text()
     assert text.startswith("intro\n")

@@ -1,0 +1,157 @@
+"""One call on the model under check, and the rules checked on that call.
+
+The call rules of ``docs/spec.md`` (D1 to D8) are stated once, by the spec's
+transitions: a model that replaces an operation (a mutant) must answer every call as
+the spec's own transition does on the same state with the same free-slot choice
+(``follows_the_spec``). What the spec cannot state is the environment's part: which copy
+a completion really reports (``completions_attributed``), that the completion of a
+running copy is never refused (``legit_calls_accepted``), and that nothing raises an
+error other than a typed misuse error (``no_internal_errors``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kvoffload.spec import (
+    CacheState,
+    Completion,
+    KvOffloadError,
+    LoadPlan,
+    MisuseError,
+    Op,
+    Output,
+    Phase,
+    StorePlan,
+    unique,
+)
+
+from .model import Model, spec_transition
+from .node import LOAD, STORE, Action, Form, Job, Node, Outcome
+
+Broken = tuple[str, str] | None
+
+
+def step(model: Model, form: Form, node: Node, action: Action) -> Outcome:
+    """Run ``action`` on ``node`` with ``model``; check the call's rules."""
+    s, call = node.state, action.call
+    try:
+        new, out = model.apply(s, call, action.slots)
+    except MisuseError as error:
+        broken = _differs(model, node, action, error)
+        if broken is None and action.jobs:
+            broken = ("legit_calls_accepted", f"{call} completes a running copy but "
+                      f"raised {error}")
+        return Outcome(None, error, broken)
+    except KvOffloadError as error:
+        return Outcome(None, error, ("no_internal_errors", f"{call} raised {error!r}"))
+    broken = _differs(model, node, action, (new, out))
+    jobs = _jobs_after(node, action, out)
+    done = node.done
+    if action.jobs:
+        if broken is None:
+            broken = _check_attributed(form, node, action, out)
+        if form is Form.VLLM:
+            done = _remembered(done, action.jobs)
+    next_node = node if new is s and jobs is node.jobs and done is node.done else Node(
+        new, jobs, done)
+    return Outcome(next_node, out, broken)
+
+
+def _remembered(done: tuple[tuple[str, str, int], ...], finished: Sequence[Job]
+                ) -> tuple[tuple[str, str, int], ...]:
+    """``done`` with each finished job as the last one of its kind and key."""
+    latest = {(kind, key): ticket for kind, key, ticket in done}
+    for kind, key, ticket, _ in finished:
+        latest[kind, key] = ticket
+    return tuple(sorted((kind, key, ticket) for (kind, key), ticket in latest.items()))
+
+
+def _differs(model: Model, node: Node, action: Action,
+             got: tuple[object, Output] | MisuseError) -> Broken:
+    """Did a replaced operation answer otherwise than the spec's transition would?"""
+    if action.call.op not in model.replaced:
+        return None
+    try:
+        want: tuple[object, Output] | MisuseError = spec_transition(
+            node.state, action.call, action.slots)
+    except MisuseError as error:
+        want = error
+    if isinstance(want, BaseException) or isinstance(got, BaseException):
+        if type(want) is type(got):
+            return None
+    elif want == got:
+        return None
+    if not isinstance(want, BaseException) and not isinstance(got, BaseException) \
+            and want[1] == got[1]:
+        fields = [f for f in ("blocks", "orphans", "recency", "epoch", "announced", "next_ticket")
+                  if getattr(want[0], f) != getattr(got[0], f)]
+        return ("follows_the_spec", f"{action.call} returns {got[1]!r} as the spec does, "
+                f"but leaves other {', '.join(fields)}: {_fields(got[0], fields)}; the "
+                f"spec's: {_fields(want[0], fields)}")
+    return ("follows_the_spec", f"{action.call}: the spec's {action.call.op.value} "
+            f"{_describe(want)}; the model's {_describe(got)}")
+
+
+def _describe(result: tuple[object, Output] | MisuseError) -> str:
+    if isinstance(result, BaseException):
+        return f"raises {type(result).__name__}"
+    return f"returns {result[1]!r}"
+
+
+def _fields(state: object, fields: list[str]) -> str:
+    return ", ".join(str(getattr(state, f)) for f in fields)
+
+
+def _jobs_after(node: Node, action: Action, out: Output) -> tuple[Job, ...]:
+    s, call = node.state, action.call
+    if call.op is Op.PREPARE_STORE and isinstance(out, StorePlan):
+        started = [(STORE, str(k), out.ticket, slot)
+                   for k, slot in zip(out.keys, out.slots, strict=False)]
+        return _with_jobs(node.jobs, started, ())
+    if call.op is Op.PREPARE_LOAD and isinstance(out, LoadPlan):
+        loads = [(LOAD, str(k), out.ticket, s.table[k].slot) for k in unique(call.keys)]
+        return _with_jobs(node.jobs, loads, ())
+    return _with_jobs(node.jobs, (), action.jobs)
+
+
+def _with_jobs(jobs: tuple[Job, ...], started: Sequence[Job], finished: Sequence[Job]
+               ) -> tuple[Job, ...]:
+    if not started and not finished:
+        return jobs
+    out = list(jobs)
+    for job in finished:
+        out.remove(job)
+    out.extend(started)
+    out.sort()
+    return tuple(out)
+
+
+def _check_attributed(form: Form, node: Node, action: Action, out: Output) -> Broken:
+    """A running copy's completion finishes a live block or releases a copy a reset left
+    running, never nothing; in the ticket form, exactly the job's own one."""
+    if not isinstance(out, Completion):
+        return ("completions_attributed", f"{action.call} returned {out!r}")
+    for kind, key, ticket, _ in action.jobs:
+        if form is Form.TICKET:
+            live = _runs_live(node.state, kind, key, ticket)
+            found = out.applied if live else out.released
+            if key not in found:
+                where = "applied" if live else "released"
+                return ("completions_attributed", f"{action.call}: job {ticket} of {key!r} "
+                        f"must be {where}; got {out}")
+        elif key not in out.applied and key not in out.released:
+            return ("completions_attributed",
+                    f"{action.call}: the completion of a running copy of {key!r} was "
+                    f"ignored; got {out}")
+    return None
+
+
+def _runs_live(s: CacheState, kind: str, key: str, ticket: int) -> bool:
+    """Is job ``ticket`` running on ``key``'s live block (not on a copy a reset left)?"""
+    block = s.table.get(key)
+    if block is None:
+        return False
+    if kind == STORE:
+        return block.phase is Phase.STORING and block.ticket == ticket
+    return ticket in block.loads
