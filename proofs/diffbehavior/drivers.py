@@ -50,6 +50,8 @@ def decode(code: int) -> Call:
     success = _digit(code // 24, 2) == 0
     if op in (Op.RESET_CACHE, Op.TAKE_EVENTS):
         return Call(op)
+    if op is not Op.COMPLETE_STORE:  # only complete_store takes success= (MalformedCall)
+        return Call(op, (key,))
     return Call(op, (key,), success=success)
 
 
