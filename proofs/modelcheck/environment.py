@@ -73,16 +73,23 @@ class Environment:
         for seq in self._sequences:
             yield Action(Call(Op.TOUCH, seq))
         dangling = jobs_on_free_slots(node)
+        copies = _running_copies(node)
         for seq in self._sequences:
+            if any(k not in table and copies.get((STORE, k), 0) > self.bounds.resets
+                   for k in seq):
+                continue  # see _running_copies
             call = Call(Op.PREPARE_STORE, seq)
             if dangling:
                 yield from self._slot_choices(s, call, dangling)
             else:
                 yield Action(call)
+        most_loads = self.bounds.readers * (self.bounds.resets + 1)
         for seq in self._sequences:
             blocks = [table.get(k) for k in seq]
             if any(b is None or b.phase is not Phase.READY for b in blocks) or all(
-                    b is not None and b.readers < self.bounds.readers for b in blocks):
+                    b is not None and b.readers < self.bounds.readers
+                    and copies.get((LOAD, k), 0) < most_loads
+                    for k, b in zip(seq, blocks, strict=True)):
                 yield Action(Call(Op.PREPARE_LOAD, seq))
         yield from self._completions(node, STORE)
         yield from self._completions(node, LOAD)
@@ -156,6 +163,23 @@ class Environment:
                 if key not in busy:
                     for success in _OUTCOMES[op]:
                         yield Action(Call(op, (key,), success=success))
+
+
+def _running_copies(node: Node) -> dict[tuple[str, str], int]:
+    """How many copies of each kind each key has running (pre-reset ones included).
+
+    The workers run at most ``resets + 1`` stores and ``readers * (resets + 1)`` loads
+    of one key at once (one store and ``readers`` loads per epoch): the environment
+    issues no ``prepare_store`` or ``prepare_load`` that would start more. While the
+    model's accounting is right that bound is never reached, so it removes nothing;
+    once it is wrong (vLLM's form, where a duplicate or late report is taken for a
+    running job's, which keeps running) each stale report would let one more copy
+    start, and without the bound the search would never end.
+    """
+    counts: dict[tuple[str, str], int] = {}
+    for kind, key, _, _ in node.jobs:
+        counts[kind, key] = counts.get((kind, key), 0) + 1
+    return counts
 
 
 _OPS = {STORE: Op.COMPLETE_STORE, LOAD: Op.COMPLETE_LOAD}

@@ -22,7 +22,7 @@ from .environment import Environment
 from .model import Model
 from .node import Action, Form, Node, Outcome
 from .properties import ALL_PROPERTIES, LIVENESS, NODE_PROPERTIES, broken, is_quiescent
-from .symmetry import canonical
+from .symmetry import canonical, ticket_form
 
 S = TypeVar("S")
 L = TypeVar("L")
@@ -170,7 +170,7 @@ def explore(setup: Setup, bounds: Bounds, *, symmetry: bool = True,
     def canon(node: Node) -> tuple[Hashable, object]:
         """The canonical form, once per real node (most successors were seen before)."""
         if not symmetry:
-            return node, None
+            return ticket_form(node, keys), None
         found = cache.get(node)
         if found is None:
             found = cache[node] = canonical(node, keys)

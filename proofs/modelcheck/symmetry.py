@@ -143,6 +143,16 @@ def _encode(node: Node, kmap: dict[object, int], smap: dict[int, int]) -> tuple[
     return (s.epoch, order, tuple(parts), tuple(sorted(kmap[k] for k in s.announced)))
 
 
+def ticket_form(node: Node, keys: tuple[str, ...]) -> tuple[object, ...]:
+    """The node up to a renaming of its tickets only (numbered per key as in
+    :func:`_component`), keys and slots kept: the form of the search without symmetry
+    reduction. Tickets are fresh numbers, so without this abstraction even that search
+    never ends (every store issues a new one).
+    """
+    return _encode(node, {k: i for i, k in enumerate(keys)},
+                   {n: n for n in range(node.state.capacity)})
+
+
 def exact_form(node: Node, keys: tuple[str, ...]) -> tuple[object, ...]:
     """The least encoding of the node over every renaming of keys and slots (tickets
     numbered per key as in :func:`_component`).

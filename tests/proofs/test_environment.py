@@ -84,6 +84,26 @@ def test_vllm_form_reports_a_finished_job_again() -> None:
     assert late.call.job == 0
 
 
+def test_stale_reports_cannot_start_copies_without_end() -> None:
+    """A stale complete_load in vLLM's form is taken for the running load's, which keeps
+    running: the spec then counts no reader, but the workers run one more copy each
+    time. The environment starts no more than ``readers * (resets + 1)`` loads of a key
+    (TINY: 2), else the unreduced and even the reduced search never end."""
+    env = _env(Form.VLLM)
+    node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
+    node = _run_from(env, node, "complete_store(['a'])  # job 0")
+    node = _run_from(env, node, "prepare_load(['a'])")
+    node = _run_from(env, node, "complete_load(['a'])  # job 1")
+    for _ in range(2):
+        node = _run_from(env, node, "prepare_load(['a'])")
+        node = _run_from(env, node, "complete_load(['a'])  # job 1")  # late: job 1 is done
+    assert sum(1 for j in node.jobs if j[:2] == ("load", "a")) == 2
+    assert node.state.table["a"].readers == 0  # the spec's count went wrong
+    loads = [a for a in env.actions(node, None) if a.call.op is Op.PREPARE_LOAD]
+    assert not any(set(a.call.keys) == {"a"} for a in loads)
+    assert any(a.call.keys == ("b",) for a in loads)  # absent keys: a misuse, offered
+
+
 def test_misuse_calls_are_offered_and_raise_without_a_violation() -> None:
     env = _env()
     node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])

@@ -16,12 +16,19 @@ from proofs.modelcheck.mutants import MUTANTS_BY_NAME
 from proofs.modelcheck.node import Action, Form, Node, Outcome
 from proofs.modelcheck.symmetry import canonical, exact_form
 
-from kvoffload.spec import Policy
+from kvoffload.spec import NO_STALE_COMPLETIONS, Policy
 
 HOLD_BACK_BOUND = Bounds("hold-back", capacity=2, keys=("a", "b"), resets=1, readers=1,
                          width=1)
 """Small enough to search unreduced; big enough for keys to share slots after a reset."""
 ARC_BOUND = Bounds("arc", capacity=1, keys=("a", "b"), resets=1, readers=1, width=2)
+STALE_BOUND = Bounds("stale", capacity=2, keys=("a", "b"), resets=0, readers=1, width=1)
+"""vLLM's form with its duplicate and late reports (the spec's accounting goes wrong, so
+copies outlive it): a space that, at TINY, takes minutes even reduced."""
+
+
+MOST_NODES = 50_000
+"""More nodes than any search here expands: a search past it has lost its bound."""
 
 
 def _unreduced(setup: Setup, bounds: Bounds) -> list[Node]:
@@ -29,6 +36,9 @@ def _unreduced(setup: Setup, bounds: Bounds) -> list[Node]:
     nodes: dict[int, Node] = {}
 
     def visit(i: int, node: Node, action: Action, outcome: Outcome) -> None:
+        if i > MOST_NODES:
+            raise RuntimeError(f"the unreduced search expanded over {MOST_NODES} nodes: "
+                               "the bounds no longer make it finite")
         nodes[i] = node
 
     explore(setup, bounds, symmetry=False, visit=visit)
@@ -37,11 +47,14 @@ def _unreduced(setup: Setup, bounds: Bounds) -> list[Node]:
 
 @pytest.mark.parametrize(("setup", "bounds"), [
     (Setup(SPEC, Form.TICKET, Policy.LRU, properties=frozenset()), TINY),
-    (Setup(SPEC, Form.VLLM, Policy.LRU, properties=frozenset()), TINY),
+    (Setup(SPEC, Form.VLLM, Policy.LRU, (NO_STALE_COMPLETIONS,), properties=frozenset()),
+     HOLD_BACK_BOUND),
+    (Setup(SPEC, Form.VLLM, Policy.LRU, properties=frozenset()), STALE_BOUND),
     (Setup(SPEC, Form.TICKET, Policy.ARC, properties=frozenset()), ARC_BOUND),
     (Setup(MUTANTS_BY_NAME["ResetFreesRunningSlots"].model, Form.TICKET, Policy.LRU,
            properties=frozenset()), HOLD_BACK_BOUND),
-], ids=["lru-ticket", "lru-vllm", "arc-ticket", "reset-without-hold-back"])
+], ids=["lru-ticket", "lru-vllm-no-stale", "lru-vllm-stale-reports", "arc-ticket",
+        "reset-without-hold-back"])
 def test_canonical_form_is_exact_and_reduction_complete(setup: Setup, bounds: Bounds) -> None:
     nodes = _unreduced(setup, bounds)
     fast: dict[object, object] = {}
