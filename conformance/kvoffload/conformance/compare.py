@@ -175,11 +175,7 @@ def check_events(run: Lockstep, call: Call, new: CacheState, expected: object,
     if not isinstance(got, EventBatch):
         raise TypeError("adapter returned a non-EventBatch")  # suite bug
     subscriber = run.subscriber
-    for removed, keys in got.items:
-        if removed:
-            subscriber.difference_update(keys)
-        else:
-            subscriber.update(keys)
+    got.replay_onto(subscriber)
     ready = new.announced
     if subscriber != ready:
         seen = frozenset(subscriber)
