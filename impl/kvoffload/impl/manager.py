@@ -210,7 +210,7 @@ class OffloadManager:
                 return load_plan((key,), (slot,), self._epoch, ticket)
         ticket = self._next_ticket
         pins = dict.fromkeys(keys, ticket)  # deduplicates: first occurrence first
-        keys = tuple(pins)
+        keys = keys if isinstance(keys, tuple) and len(keys) == len(pins) else tuple(pins)
         ready = self._ready
         try:
             slots = tuple(map(ready.__getitem__, keys))
@@ -263,18 +263,22 @@ class OffloadManager:
                 else:
                     queue[key] = None
                 return completion((key,), (), ())
+        queue = self._queue
+        if (ticket is None and queue is not None and isinstance(keys, (tuple, list))
+                and all(map(readers.__contains__, keys))
+                and (not more or more.keys().isdisjoint(keys))):
+            # LRU, vLLM's form, each key's only reader leaves: the usual case
+            if None in list(map(readers.pop, keys, _NO_SLOTS)):  # a key named twice
+                keys = tuple(dict.fromkeys(keys))
+            for key in keys:
+                queue[key] = None
+            return completion(tuple(keys), (), ())
         keys = _distinct(keys)
         if ticket is not None:
             return self._complete_loads_of_job(keys, ticket)
         if not all(map(readers.__contains__, keys)):
             return self._complete_stale_loads(keys)
-        queue = self._queue
-        if queue is None or (more and not more.keys().isdisjoint(keys)):
-            self._finish_loads(keys, None)
-        else:
-            for key in keys:  # each key's only reader leaves (LRU): the usual case
-                del readers[key]
-                queue[key] = None
+        self._finish_loads(keys, None)
         return completion(keys, (), ())
 
     def _finish_loads(self, keys: Sequence[Key], ticket: Ticket | None) -> None:
@@ -500,48 +504,31 @@ class OffloadManager:
         if success and ticket is None and isinstance(keys, (tuple, list)):
             slots = list(map(pop, keys, _NO_SLOTS))
             if None not in slots:  # every key STORING, none twice: vLLM's usual call
-                return self._stores_done(keys, slots)  # type: ignore[arg-type]  # None ruled out
+                self._stores_done(keys, slots)  # type: ignore[arg-type]  # None ruled out
+                return completion(tuple(keys), (), ())
             for key, slot in zip(keys, slots, strict=True):  # put back; the loop below sorts out
                 if slot is not None:
                     storing[key] = slot
         applied: list[Key] = []
+        taken: list[int] = []
         missed: list[Key] = []
-        if success:
-            ready, queue, stored, removed = self._ready, self._queue, self._stored, self._removed
-            for key in keys:
-                if ticket is not None and jobs.get(key) != ticket:
-                    missed.append(key)
-                    continue
-                slot = pop(key, None)
-                if slot is None:
-                    missed.append(key)
-                    continue
+        for key in keys:
+            if ticket is not None and jobs.get(key) != ticket:
+                missed.append(key)
+                continue
+            slot = pop(key, None)
+            if slot is None:  # not STORING, or named twice: its first time took it
+                missed.append(key)
+                continue
+            applied.append(key)
+            taken.append(slot)
+        if applied and success:
+            self._stores_done(applied, taken)
+        elif applied:  # failed: each block is ABSENT again, its slot free
+            for key in applied:
                 del jobs[key]
-                ready[key] = slot
-                applied.append(key)
-                if key in removed:  # reported removed since: back, no news
-                    removed.remove(key)
-                else:
-                    stored.add(key)
-                if queue is not None:
-                    queue[key] = None
-            if queue is None and applied:
-                self._order.evictable(applied)
-        else:
-            free_list = self._free
-            for key in keys:
-                if ticket is not None and jobs.get(key) != ticket:
-                    missed.append(key)
-                    continue
-                slot = pop(key, None)
-                if slot is None:
-                    missed.append(key)
-                    continue
-                del jobs[key]
-                free_list.append(slot)
-                applied.append(key)
-            if applied:
-                self._order.removed(applied)
+            self._free.extend(taken)
+            self._order.removed(applied)
         if missed:
             done = set(applied)
             released, ignored = self._release(
@@ -549,9 +536,9 @@ class OffloadManager:
             return completion(tuple(applied), released, ignored)
         return completion(tuple(applied), (), ())
 
-    def _stores_done(self, keys: tuple[Key, ...] | list[Key], slots: list[int]) -> Completion:
-        """vLLM's form of a successful ``complete_store`` whose keys were all STORING and
-        distinct (their slots already taken out of ``_storing``): each becomes READY."""
+    def _stores_done(self, keys: Sequence[Key], slots: Sequence[int]) -> None:
+        """Successful stores of these distinct keys, their slots already taken out of
+        ``_storing``: each becomes READY."""
         jobs, queue = self._store_jobs, self._queue
         if queue is None:
             for key in keys:
@@ -572,7 +559,6 @@ class OffloadManager:
                     stored.add(key)
         else:
             self._stored.update(keys)
-        return completion(tuple(keys), (), ())
 
     def reset_cache(self) -> int:
         """Drop every block and start a new epoch; returns the new epoch.
