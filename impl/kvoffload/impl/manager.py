@@ -100,17 +100,20 @@ class OffloadManager:
     """An offloading tier of ``capacity`` slots with LRU or ARC eviction.
 
     ``policy`` is ``"lru"`` (vLLM 0.24's order, the default), ``"arc"`` or a
-    :class:`kvoffload.spec.Policy`. Not thread-safe: like vLLM's manager, it is
+    :class:`kvoffload.spec.Policy`. ``net_events=False`` switches off the net-change
+    view of ``take_events`` (an adapter with events of its own saves its upkeep). Not
+    thread-safe: like vLLM's manager, it is
     driven by one scheduler thread.
 
     raises: BadCapacity, UnknownPolicy
     """
 
     __slots__ = ("_capacity", "_epoch", "_eviction", "_free", "_fresh", "_load_orphans",
-                 "_more_loads", "_next_ticket", "_policy", "_queue", "_readers", "_ready",
-                 "_removed", "_store_jobs", "_store_orphans", "_stored", "_storing")
+                 "_more_loads", "_net_events", "_next_ticket", "_policy", "_queue", "_readers",
+                 "_ready", "_removed", "_store_jobs", "_store_orphans", "_stored", "_storing")
 
-    def __init__(self, capacity: int, policy: str | Policy = "lru") -> None:
+    def __init__(self, capacity: int, policy: str | Policy = "lru", *,
+                 net_events: bool = True) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise BadCapacity(f"a tier needs an int number of slots, at least one; "
                               f"got capacity={capacity!r}")
@@ -143,6 +146,9 @@ class OffloadManager:
         """READY keys the last ``take_events`` did not report as READY."""
         self._removed: set[Key] = set()
         """Keys the last ``take_events`` reported READY (or stored) that no longer are."""
+        self._net_events = net_events
+        """False: ``_stored`` and ``_removed`` stay empty and ``take_events`` reports
+        nothing (for an adapter that speaks events of its own)."""
 
     @property
     def capacity(self) -> int:
@@ -151,6 +157,18 @@ class OffloadManager:
     @property
     def policy(self) -> Policy:
         return self._policy
+
+    @property
+    def net_events(self) -> bool:
+        """Whether ``take_events`` reports the net change of the READY set (the
+        default), or nothing (``net_events=False``, for adapters with events of their own)."""
+        return self._net_events
+
+    @property
+    def pinned_slots(self) -> int:
+        """Slots pinned by this epoch's running copies: STORING blocks plus READY blocks
+        being read (O(1)). Copies a reset left running are not counted."""
+        return len(self._storing) + len(self._readers)
 
     @property
     def epoch(self) -> int:
@@ -389,11 +407,12 @@ class OffloadManager:
             # LRU, one victim, no key of the call to protect: decode's usual store.
             victim = queue.popitem(False)[0]
             free_list.append(ready.pop(victim))
-            stored = self._stored
-            if victim in stored:  # not yet reported READY: leaves with no news
-                stored.remove(victim)
-            else:
-                self._removed.add(victim)
+            if self._net_events:
+                stored = self._stored
+                if victim in stored:  # not yet reported READY: leaves with no news
+                    stored.remove(victim)
+                else:
+                    self._removed.add(victim)
             victims = (victim,)
         elif needed > 0 or queue is None:
             evicted = self._evict(keys, new, needed, free)
@@ -460,6 +479,8 @@ class OffloadManager:
         if not victims:
             return victims
         self._free.extend(map(ready.pop, victims))
+        if not self._net_events:
+            return victims
         stored = self._stored
         if stored and not stored.isdisjoint(victims):
             for key in victims:  # a key not yet reported READY leaves with no news
@@ -489,11 +510,12 @@ class OffloadManager:
                 # decode's usual call: one block becomes READY
                 self._ready[key] = storing.pop(key)
                 del jobs[key]
-                removed = self._removed
-                if key in removed:
-                    removed.remove(key)
-                else:
-                    self._stored.add(key)
+                if self._net_events:
+                    removed = self._removed
+                    if key in removed:
+                        removed.remove(key)
+                    else:
+                        self._stored.add(key)
                 queue = self._queue
                 if queue is None:
                     self._order.evictable((key,))
@@ -549,6 +571,8 @@ class OffloadManager:
                 del jobs[key]
                 queue[key] = None
         self._ready.update(zip(keys, slots, strict=True))
+        if not self._net_events:
+            return
         removed = self._removed
         if removed and not removed.isdisjoint(keys):
             stored = self._stored
@@ -573,7 +597,8 @@ class OffloadManager:
         for key, loads in self._loads().items():
             self._load_orphans.add(key, epoch, ready[key], list(loads))
         stored = self._stored
-        self._removed.update(k for k in ready if k not in stored)
+        if self._net_events:
+            self._removed.update(k for k in ready if k not in stored)
         stored.clear()
         self._storing.clear()
         jobs.clear()
@@ -609,7 +634,8 @@ class OffloadManager:
         return freed
 
     def take_events(self) -> Events:
-        """The net change of the READY set since the last call (stored / removed keys)."""
+        """The net change of the READY set since the last call (stored / removed keys);
+        always empty with ``net_events=False``."""
         stored, removed = self._stored, self._removed
         if not stored and not removed:
             return _NO_EVENTS
