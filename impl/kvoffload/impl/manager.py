@@ -245,11 +245,13 @@ class OffloadManager:
         else:
             more, first = self._more_loads, []
             for key in keys:
-                if key in readers:
-                    more.setdefault(key, []).append(ticket)
-                else:
+                if key not in readers:
                     readers[key] = ticket
                     first.append(key)
+                elif key in more:
+                    more[key].append(ticket)
+                else:
+                    more[key] = [ticket]
         queue = self._queue
         if queue is None:
             self._order.pinned(first)
@@ -302,12 +304,16 @@ class OffloadManager:
     def _finish_loads(self, keys: Sequence[Key], ticket: Ticket | None) -> None:
         """Load ``ticket`` (None: the oldest) of each key's READY block finishes (each key
         has it); the blocks whose last reader left become evictable."""
-        readers, more, freed = self._readers, self._more_loads, []
+        readers, more, queue = self._readers, self._more_loads, self._queue
+        freed = []
         for key in keys:
             later = more.get(key)
             if later is None:
                 del readers[key]
-                freed.append(key)
+                if queue is None:
+                    freed.append(key)
+                else:
+                    queue[key] = None
                 continue
             if ticket is None or readers[key] == ticket:  # the oldest load leaves
                 readers[key] = later.pop(0)
@@ -390,7 +396,8 @@ class OffloadManager:
             new = () if key in ready or key in storing else (key,)
         elif ready.keys().isdisjoint(keys) and storing.keys().isdisjoint(keys):
             jobs_of_new = dict.fromkeys(keys, self._next_ticket)  # all new: passes in C
-            new = tuple(jobs_of_new)
+            new = (keys if isinstance(keys, tuple) and len(keys) == len(jobs_of_new)
+                   else tuple(jobs_of_new))
         else:
             new = tuple(dict.fromkeys([k for k in keys if k not in ready and k not in storing]))
         ticket = self._next_ticket
@@ -561,16 +568,17 @@ class OffloadManager:
     def _stores_done(self, keys: Sequence[Key], slots: Sequence[int]) -> None:
         """Successful stores of these distinct keys, their slots already taken out of
         ``_storing``: each becomes READY."""
-        jobs, queue = self._store_jobs, self._queue
+        jobs, queue, ready = self._store_jobs, self._queue, self._ready
         if queue is None:
             for key in keys:
                 del jobs[key]
+            ready.update(zip(keys, slots, strict=True))
             self._order.evictable(keys)
         else:
-            for key in keys:
+            for key, slot in zip(keys, slots, strict=True):
                 del jobs[key]
+                ready[key] = slot
                 queue[key] = None
-        self._ready.update(zip(keys, slots, strict=True))
         if not self._net_events:
             return
         removed = self._removed
