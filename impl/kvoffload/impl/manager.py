@@ -277,12 +277,7 @@ class OffloadManager:
             first = readers.get(key)
             if first is not None and (ticket is None or first == ticket) and key not in more:
                 del readers[key]  # decode's usual call: its only reader leaves
-                queue = self._queue
-                if queue is None:
-                    self._order.evictable((key,))
-                else:
-                    queue[key] = None
-                return completion((key,), (), ())
+                return self._one_evictable(key)
         queue = self._queue
         if (ticket is None and queue is not None and isinstance(keys, (tuple, list))
                 and all(map(readers.__contains__, keys))
@@ -300,6 +295,15 @@ class OffloadManager:
             return self._complete_stale_loads(keys)
         self._finish_loads(keys, None)
         return completion(keys, (), ())
+
+    def _one_evictable(self, key: Key) -> Completion:
+        """A one-key completion applied, its block now evictable: the order is told."""
+        queue = self._queue
+        if queue is None:
+            self._order.evictable((key,))
+        else:
+            queue[key] = None
+        return completion((key,), (), ())
 
     def _finish_loads(self, keys: Sequence[Key], ticket: Ticket | None) -> None:
         """Load ``ticket`` (None: the oldest) of each key's READY block finishes (each key
@@ -523,12 +527,7 @@ class OffloadManager:
                         removed.remove(key)
                     else:
                         self._stored.add(key)
-                queue = self._queue
-                if queue is None:
-                    self._order.evictable((key,))
-                else:
-                    queue[key] = None
-                return completion((key,), (), ())
+                return self._one_evictable(key)
         pop = storing.pop
         if success and ticket is None and isinstance(keys, (tuple, list)):
             slots = list(map(pop, keys, _NO_SLOTS))
