@@ -241,6 +241,44 @@ def test_events_are_the_net_change_of_the_ready_set() -> None:
     assert manager.take_events() == Events()
 
 
+@pytest.mark.parametrize("policy", ["lru", "arc"])
+def test_without_net_events_the_same_calls_do_the_same_and_report_nothing(policy: str) -> None:
+    def run(manager: OffloadManager) -> tuple[list[object], list[Events]]:
+        outputs: list[object] = []
+        for keys in (["a", "b"], ["c"], ["a"]):  # c evicts a, a evicts b
+            outputs.append(manager.prepare_store(keys))
+            outputs.append(manager.complete_store(keys))
+        drained = [manager.take_events()]
+        outputs.append(manager.prepare_load(["c"]))
+        outputs.append(manager.prepare_store(["d"]))  # evicts a
+        outputs.append(manager.complete_store(["d"], success=False))
+        outputs.append(manager.reset_cache())
+        manager.check()
+        return outputs, [*drained, manager.take_events()]
+
+    with_events, without = OffloadManager(2, policy), OffloadManager(2, policy, net_events=False)
+    assert (with_events.net_events, without.net_events) == (True, False)
+    (ours, events), (theirs, none) = run(with_events), run(without)
+    assert ours == theirs
+    assert events == [Events(stored=frozenset("ac")), Events(removed=frozenset("ac"))]
+    assert none == [Events(), Events()]
+    view = without.view()
+    assert (view.stored, view.removed) == (frozenset(), frozenset())
+
+
+def test_pinned_slots_counts_storing_blocks_and_blocks_being_read() -> None:
+    manager = ready(4, "a", "b")
+    manager.prepare_store(["c"])
+    manager.prepare_load(["a"])
+    manager.prepare_load(["a"])  # a second reader pins no second slot
+    assert manager.pinned_slots == 2
+    manager.complete_load(["a"])
+    manager.complete_store(["c"])
+    assert manager.pinned_slots == 1
+    manager.reset_cache()  # the load a reset left running is not this epoch's
+    assert manager.pinned_slots == 0
+
+
 def test_check_detects_corruption() -> None:
     manager = ready(2, "a")
     manager._free.append(0)  # a slot both held and free

@@ -100,17 +100,20 @@ class OffloadManager:
     """An offloading tier of ``capacity`` slots with LRU or ARC eviction.
 
     ``policy`` is ``"lru"`` (vLLM 0.24's order, the default), ``"arc"`` or a
-    :class:`kvoffload.spec.Policy`. Not thread-safe: like vLLM's manager, it is
+    :class:`kvoffload.spec.Policy`. ``net_events=False`` switches off the net-change
+    view of ``take_events`` (an adapter with events of its own saves its upkeep). Not
+    thread-safe: like vLLM's manager, it is
     driven by one scheduler thread.
 
     raises: BadCapacity, UnknownPolicy
     """
 
     __slots__ = ("_capacity", "_epoch", "_eviction", "_free", "_fresh", "_load_orphans",
-                 "_more_loads", "_next_ticket", "_policy", "_queue", "_readers", "_ready",
-                 "_removed", "_store_jobs", "_store_orphans", "_stored", "_storing")
+                 "_more_loads", "_net_events", "_next_ticket", "_policy", "_queue", "_readers",
+                 "_ready", "_removed", "_store_jobs", "_store_orphans", "_stored", "_storing")
 
-    def __init__(self, capacity: int, policy: str | Policy = "lru") -> None:
+    def __init__(self, capacity: int, policy: str | Policy = "lru", *,
+                 net_events: bool = True) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise BadCapacity(f"a tier needs an int number of slots, at least one; "
                               f"got capacity={capacity!r}")
@@ -143,6 +146,9 @@ class OffloadManager:
         """READY keys the last ``take_events`` did not report as READY."""
         self._removed: set[Key] = set()
         """Keys the last ``take_events`` reported READY (or stored) that no longer are."""
+        self._net_events = net_events
+        """False: ``_stored`` and ``_removed`` stay empty and ``take_events`` reports
+        nothing (for an adapter that speaks events of its own)."""
 
     @property
     def capacity(self) -> int:
@@ -151,6 +157,18 @@ class OffloadManager:
     @property
     def policy(self) -> Policy:
         return self._policy
+
+    @property
+    def net_events(self) -> bool:
+        """Whether ``take_events`` reports the net change of the READY set (the
+        default), or nothing (``net_events=False``, for adapters with events of their own)."""
+        return self._net_events
+
+    @property
+    def pinned_slots(self) -> int:
+        """Slots pinned by this epoch's running copies: STORING blocks plus READY blocks
+        being read (O(1)). Copies a reset left running are not counted."""
+        return len(self._storing) + len(self._readers)
 
     @property
     def epoch(self) -> int:
@@ -210,7 +228,7 @@ class OffloadManager:
                 return load_plan((key,), (slot,), self._epoch, ticket)
         ticket = self._next_ticket
         pins = dict.fromkeys(keys, ticket)  # deduplicates: first occurrence first
-        keys = tuple(pins)
+        keys = keys if isinstance(keys, tuple) and len(keys) == len(pins) else tuple(pins)
         ready = self._ready
         try:
             slots = tuple(map(ready.__getitem__, keys))
@@ -227,11 +245,13 @@ class OffloadManager:
         else:
             more, first = self._more_loads, []
             for key in keys:
-                if key in readers:
-                    more.setdefault(key, []).append(ticket)
-                else:
+                if key not in readers:
                     readers[key] = ticket
                     first.append(key)
+                elif key in more:
+                    more[key].append(ticket)
+                else:
+                    more[key] = [ticket]
         queue = self._queue
         if queue is None:
             self._order.pinned(first)
@@ -257,35 +277,47 @@ class OffloadManager:
             first = readers.get(key)
             if first is not None and (ticket is None or first == ticket) and key not in more:
                 del readers[key]  # decode's usual call: its only reader leaves
-                queue = self._queue
-                if queue is None:
-                    self._order.evictable((key,))
-                else:
-                    queue[key] = None
-                return completion((key,), (), ())
+                return self._one_evictable(key)
+        queue = self._queue
+        if (ticket is None and queue is not None and isinstance(keys, (tuple, list))
+                and all(map(readers.__contains__, keys))
+                and (not more or more.keys().isdisjoint(keys))):
+            # LRU, vLLM's form, each key's only reader leaves: the usual case
+            if None in list(map(readers.pop, keys, _NO_SLOTS)):  # a key named twice
+                keys = tuple(dict.fromkeys(keys))
+            for key in keys:
+                queue[key] = None
+            return completion(tuple(keys), (), ())
         keys = _distinct(keys)
         if ticket is not None:
             return self._complete_loads_of_job(keys, ticket)
         if not all(map(readers.__contains__, keys)):
             return self._complete_stale_loads(keys)
-        queue = self._queue
-        if queue is None or (more and not more.keys().isdisjoint(keys)):
-            self._finish_loads(keys, None)
-        else:
-            for key in keys:  # each key's only reader leaves (LRU): the usual case
-                del readers[key]
-                queue[key] = None
+        self._finish_loads(keys, None)
         return completion(keys, (), ())
+
+    def _one_evictable(self, key: Key) -> Completion:
+        """A one-key completion applied, its block now evictable: the order is told."""
+        queue = self._queue
+        if queue is None:
+            self._order.evictable((key,))
+        else:
+            queue[key] = None
+        return completion((key,), (), ())
 
     def _finish_loads(self, keys: Sequence[Key], ticket: Ticket | None) -> None:
         """Load ``ticket`` (None: the oldest) of each key's READY block finishes (each key
         has it); the blocks whose last reader left become evictable."""
-        readers, more, freed = self._readers, self._more_loads, []
+        readers, more, queue = self._readers, self._more_loads, self._queue
+        freed = []
         for key in keys:
             later = more.get(key)
             if later is None:
                 del readers[key]
-                freed.append(key)
+                if queue is None:
+                    freed.append(key)
+                else:
+                    queue[key] = None
                 continue
             if ticket is None or readers[key] == ticket:  # the oldest load leaves
                 readers[key] = later.pop(0)
@@ -368,7 +400,8 @@ class OffloadManager:
             new = () if key in ready or key in storing else (key,)
         elif ready.keys().isdisjoint(keys) and storing.keys().isdisjoint(keys):
             jobs_of_new = dict.fromkeys(keys, self._next_ticket)  # all new: passes in C
-            new = tuple(jobs_of_new)
+            new = (keys if isinstance(keys, tuple) and len(keys) == len(jobs_of_new)
+                   else tuple(jobs_of_new))
         else:
             new = tuple(dict.fromkeys([k for k in keys if k not in ready and k not in storing]))
         ticket = self._next_ticket
@@ -385,11 +418,12 @@ class OffloadManager:
             # LRU, one victim, no key of the call to protect: decode's usual store.
             victim = queue.popitem(False)[0]
             free_list.append(ready.pop(victim))
-            stored = self._stored
-            if victim in stored:  # not yet reported READY: leaves with no news
-                stored.remove(victim)
-            else:
-                self._removed.add(victim)
+            if self._net_events:
+                stored = self._stored
+                if victim in stored:  # not yet reported READY: leaves with no news
+                    stored.remove(victim)
+                else:
+                    self._removed.add(victim)
             victims = (victim,)
         elif needed > 0 or queue is None:
             evicted = self._evict(keys, new, needed, free)
@@ -456,6 +490,8 @@ class OffloadManager:
         if not victims:
             return victims
         self._free.extend(map(ready.pop, victims))
+        if not self._net_events:
+            return victims
         stored = self._stored
         if stored and not stored.isdisjoint(victims):
             for key in victims:  # a key not yet reported READY leaves with no news
@@ -485,63 +521,42 @@ class OffloadManager:
                 # decode's usual call: one block becomes READY
                 self._ready[key] = storing.pop(key)
                 del jobs[key]
-                removed = self._removed
-                if key in removed:
-                    removed.remove(key)
-                else:
-                    self._stored.add(key)
-                queue = self._queue
-                if queue is None:
-                    self._order.evictable((key,))
-                else:
-                    queue[key] = None
-                return completion((key,), (), ())
+                if self._net_events:
+                    removed = self._removed
+                    if key in removed:
+                        removed.remove(key)
+                    else:
+                        self._stored.add(key)
+                return self._one_evictable(key)
         pop = storing.pop
         if success and ticket is None and isinstance(keys, (tuple, list)):
             slots = list(map(pop, keys, _NO_SLOTS))
             if None not in slots:  # every key STORING, none twice: vLLM's usual call
-                return self._stores_done(keys, slots)  # type: ignore[arg-type]  # None ruled out
+                self._stores_done(keys, slots)  # type: ignore[arg-type]  # None ruled out
+                return completion(tuple(keys), (), ())
             for key, slot in zip(keys, slots, strict=True):  # put back; the loop below sorts out
                 if slot is not None:
                     storing[key] = slot
         applied: list[Key] = []
+        taken: list[int] = []
         missed: list[Key] = []
-        if success:
-            ready, queue, stored, removed = self._ready, self._queue, self._stored, self._removed
-            for key in keys:
-                if ticket is not None and jobs.get(key) != ticket:
-                    missed.append(key)
-                    continue
-                slot = pop(key, None)
-                if slot is None:
-                    missed.append(key)
-                    continue
+        for key in keys:
+            if ticket is not None and jobs.get(key) != ticket:
+                missed.append(key)
+                continue
+            slot = pop(key, None)
+            if slot is None:  # not STORING, or named twice: its first time took it
+                missed.append(key)
+                continue
+            applied.append(key)
+            taken.append(slot)
+        if applied and success:
+            self._stores_done(applied, taken)
+        elif applied:  # failed: each block is ABSENT again, its slot free
+            for key in applied:
                 del jobs[key]
-                ready[key] = slot
-                applied.append(key)
-                if key in removed:  # reported removed since: back, no news
-                    removed.remove(key)
-                else:
-                    stored.add(key)
-                if queue is not None:
-                    queue[key] = None
-            if queue is None and applied:
-                self._order.evictable(applied)
-        else:
-            free_list = self._free
-            for key in keys:
-                if ticket is not None and jobs.get(key) != ticket:
-                    missed.append(key)
-                    continue
-                slot = pop(key, None)
-                if slot is None:
-                    missed.append(key)
-                    continue
-                del jobs[key]
-                free_list.append(slot)
-                applied.append(key)
-            if applied:
-                self._order.removed(applied)
+            self._free.extend(taken)
+            self._order.removed(applied)
         if missed:
             done = set(applied)
             released, ignored = self._release(
@@ -549,19 +564,22 @@ class OffloadManager:
             return completion(tuple(applied), released, ignored)
         return completion(tuple(applied), (), ())
 
-    def _stores_done(self, keys: tuple[Key, ...] | list[Key], slots: list[int]) -> Completion:
-        """vLLM's form of a successful ``complete_store`` whose keys were all STORING and
-        distinct (their slots already taken out of ``_storing``): each becomes READY."""
-        jobs, queue = self._store_jobs, self._queue
+    def _stores_done(self, keys: Sequence[Key], slots: Sequence[int]) -> None:
+        """Successful stores of these distinct keys, their slots already taken out of
+        ``_storing``: each becomes READY."""
+        jobs, queue, ready = self._store_jobs, self._queue, self._ready
         if queue is None:
             for key in keys:
                 del jobs[key]
+            ready.update(zip(keys, slots, strict=True))
             self._order.evictable(keys)
         else:
-            for key in keys:
+            for key, slot in zip(keys, slots, strict=True):
                 del jobs[key]
+                ready[key] = slot
                 queue[key] = None
-        self._ready.update(zip(keys, slots, strict=True))
+        if not self._net_events:
+            return
         removed = self._removed
         if removed and not removed.isdisjoint(keys):
             stored = self._stored
@@ -572,7 +590,6 @@ class OffloadManager:
                     stored.add(key)
         else:
             self._stored.update(keys)
-        return completion(tuple(keys), (), ())
 
     def reset_cache(self) -> int:
         """Drop every block and start a new epoch; returns the new epoch.
@@ -587,7 +604,8 @@ class OffloadManager:
         for key, loads in self._loads().items():
             self._load_orphans.add(key, epoch, ready[key], list(loads))
         stored = self._stored
-        self._removed.update(k for k in ready if k not in stored)
+        if self._net_events:
+            self._removed.update(k for k in ready if k not in stored)
         stored.clear()
         self._storing.clear()
         jobs.clear()
@@ -623,7 +641,8 @@ class OffloadManager:
         return freed
 
     def take_events(self) -> Events:
-        """The net change of the READY set since the last call (stored / removed keys)."""
+        """The net change of the READY set since the last call (stored / removed keys);
+        always empty with ``net_events=False``."""
         stored, removed = self._stored, self._removed
         if not stored and not removed:
             return _NO_EVENTS

@@ -26,7 +26,8 @@ What the facade adds to the manager, as vLLM's manager does it:
   (0.34: stored events expect a removal, a failed store is a metadata-only removal);
   a reset emits one ``removed`` event for the READY blocks it drops (vLLM's emits
   none: there the facade follows the spec). The native net change of the READY set
-  stays ``OffloadManager.take_events``.
+  stays ``OffloadManager.take_events``; the facade's own manager keeps it off
+  (``net_events=False``), since nothing reads it there.
 * **get_stats()**: the release's stats object with the CPU cache-usage gauge (the
   fraction of slots held by stores in flight and blocks being read) and, with a
   threshold, the stores skipped since the last call.
@@ -122,7 +123,8 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
                 f"max_tracker_size={max_tracker_size}: a store_threshold needs a tracker of "
                 f"at least one key")
         self.num_slots = slots
-        self.manager = OffloadManager(max(slots, 1), policy=cache_policy)
+        self.manager = OffloadManager(max(slots, 1), policy=cache_policy, net_events=False)
+        """The native manager, with its net-change events off (the facade speaks vLLM's)."""
         self.enable_events = enable_events
         self.medium = types.medium
         self.store_threshold = store_threshold
@@ -138,12 +140,6 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
             info.as_config_info() if info is not None else {})
         self._events: list[Any] | None = [] if enable_events else None
         self._make_event = types.offloading_event
-        self._writing = 0
-        """Blocks STORING in vLLM's view (stores prepared, not completed, since the reset)."""
-        self._reading: dict[Key, int] | None = None
-        """Readers per READY block being read (vLLM's ``ref_cnt``). Both are kept for the
-        usage gauge from the first ``get_stats()`` on, counted then from the manager's
-        state (None before: a caller that never asks for stats pays nothing per call)."""
         self._no_slots = slots == 0
         enum = types.lookup_result
         answers: tuple[Any, Any, Any] = ((True, None, False) if enum is None else
@@ -195,10 +191,6 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
         raises: NotReadable
         """
         plan = self.manager.prepare_load(keys)
-        reading = self._reading
-        if reading is not None:
-            for key in plan.keys:
-                reading[key] = reading.get(key, 0) + 1
         slots = plan.slots
         if len(slots) != len(keys):  # duplicates: vLLM pairs block_ids[i] with keys[i]
             slot_of = dict(zip(plan.keys, slots, strict=True))
@@ -210,13 +202,7 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
 
     def complete_load(self, keys: Collection[Key], req_context: object = None) -> None:
         """raises: UnmatchedCompleteLoad"""
-        done = self.manager.complete_load(keys)
-        reading = self._reading
-        if reading is not None:
-            for key in done.applied:
-                count = reading.pop(key, 0)
-                if count > 1:
-                    reading[key] = count - 1
+        self.manager.complete_load(keys)
 
     def prepare_store(self, keys: Collection[Key], req_context: object = None) -> Any:
         """A ``PrepareStoreOutput`` (keys to store, their slots, evicted keys), or None
@@ -236,8 +222,6 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
         if isinstance(plan, StoreRejected):
             return None
         new, evicted = plan.keys, plan.evicted
-        if self._reading is not None:
-            self._writing += len(new)
         if evicted:
             events = self._events
             if events is not None:  # vLLM's field order: keys, medium, removed
@@ -307,8 +291,6 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
         applied = self.manager.complete_store(keys, success).applied
         if not applied:
             return
-        if self._reading is not None:
-            self._writing -= len(applied)
         events = self._events
         if events is None:
             return
@@ -329,7 +311,6 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
 
         A metadata-only removal (0.34) keeps only the keys still absent, as vLLM's does.
         """
-        self.manager.take_events()  # the native net-change view: drained, unused here
         events = self._events
         if not events:
             return iter(())
@@ -354,18 +335,12 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
 
         vLLM's own manager announces nothing at a reset, so a subscriber keeps blocks
         that are gone (``docs/engines.md``); the facade tells it, as the spec does."""
-        manager = self.manager
-        manager.take_events()  # empty the native view, so the next drain is the reset's
+        manager, events = self.manager, self._events
+        dropped = [key for key, _ in manager.view().ready] if events is not None else []
         manager.reset_cache()
-        dropped = manager.take_events().removed
-        events = self._events
         if dropped and events is not None:
-            events.append(self._make_event(keys=list(dropped), medium=self.medium,
-                                           removed=True))
-        self._writing = 0
+            events.append(self._make_event(keys=dropped, medium=self.medium, removed=True))
         self._generation += 1
-        if self._reading is not None:
-            self._reading.clear()
         if self.types.orphans_released == "at-reset":
             manager.forget_running_copies()
 
@@ -378,8 +353,7 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
         return None
 
     def on_schedule_end(self, context: object = None) -> None:
-        """Once per scheduler step: drops the native net-change view, unused here."""
-        self.manager.take_events()
+        return None
 
     def has_pending_work(self) -> bool:
         return False
@@ -400,12 +374,7 @@ class VllmFacade(_VllmOffloadingManager):  # type: ignore[misc, unused-ignore]  
         if make is None or names is None:
             return None
         stats = make()
-        reading = self._reading
-        if reading is None:  # the first call: start counting from the manager's state
-            view = self.manager.view()
-            reading = self._reading = dict(view.readers)
-            self._writing = len(view.storing)
-        used = self._writing + len(reading)
+        used = self.manager.pinned_slots
         stats.set_gauge(names.CPU_CACHE_USAGE_PERC,
                         used / self.num_slots if self.num_slots else 0.0)
         if self.counts is not None:
