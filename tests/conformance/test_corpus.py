@@ -201,3 +201,11 @@ def test_unreadable_corpus_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture
     (tmp_path / "index.json").write_text('{"corpus_version": 99, "cases": []}')
     assert main(["corpus", "replay", str(tmp_path)]) == 2
     assert "version 99" in capsys.readouterr().err
+
+
+def test_write_refuses_traces_longer_than_the_committed_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["corpus", "write", str(tmp_path), "--max-calls", "7"]) == 2
+    assert "--max-calls must be 0 to 6" in capsys.readouterr().err
+    assert len(list(tiny_cases(1))) == 18  # 15 per search, merged up to renaming
