@@ -58,13 +58,7 @@ from kvoffload.conformance.vllm_wheels import (
 from kvoffload.impl import OffloadManager
 from kvoffload.impl.vllm_facade import VllmFacade
 from kvoffload.impl.vllm_types import VllmLookupResult, VllmTypes
-from manager_agreement import (
-    Agreement,
-    NativeSide,
-    VllmSide,
-    check_against_spec,
-    lockstep_with_vllm,
-)
+from manager_agreement import Agreement, Target, check_against_spec, lockstep_with_vllm
 from manager_drivers import decode_native, decode_vllm, drive_native, drive_vllm
 from manager_pinned import MODES, fill, native_round_cost, vllm_round_cost
 from manager_trace import Request, TraceShape, block_key, make_requests
@@ -124,18 +118,19 @@ def agreement(releases: dict[str, VllmRelease], requests: Sequence[Request],
     total = 0
     if "0.24.0" in releases:
         release = releases["0.24.0"]
-        theirs = VllmSide(release.manager_class()(shape.capacity, "lru", enable_events=True),
-                          contexts_for(release, requests))
+        theirs = Target.vllm(release.manager_class()(shape.capacity, "lru",
+                                                     enable_events=True),
+                             contexts_for(release, requests))
         report = lockstep_with_vllm(theirs, requests, shape, same_victims=True)
         print_agreement("OffloadManager vs vLLM 0.24.0, full trace", report)
         total += report.total
     small = make_requests(SMALL)
-    targets: list[tuple[str, Callable[[], VllmSide | NativeSide], bool]] = [
+    targets: list[tuple[str, Callable[[], Target], bool]] = [
         ("OffloadManager vs spec, small trace",
-         lambda: NativeSide(OffloadManager(SMALL.capacity)), True)]
+         lambda: Target.native(OffloadManager(SMALL.capacity)), True)]
     for version, release in releases.items():
         targets.append((f"vLLM {version} vs spec, small trace",
-                        lambda r=release: VllmSide(
+                        lambda r=release: Target.vllm(
                             r.manager_class()(SMALL.capacity, "lru", enable_events=True),
                             contexts_for(r, small)),
                         version == "0.24.0"))

@@ -23,26 +23,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvoffload.conformance.adapter_api import StoreOutcome
+from kvoffload.conformance.compare import lookup_agrees
+from kvoffload.conformance.config import Profile
+from kvoffload.conformance.native import NativeAdapter
+from kvoffload.conformance.vllm_adapters import VllmAdapter, era_of
 from kvoffload.impl import OffloadManager
-from kvoffload.spec import ChoiceNotAllowed, StorePlan, StoreRejected, initial_state
+from kvoffload.spec import ChoiceNotAllowed, Key, StorePlan, StoreRejected, initial_state
 from kvoffload.spec import transitions as spec
 from kvoffload.spec.vocabulary import LookupResult, Phase
 from manager_trace import Request, TraceShape
 
-_NAMES = {"MISS": LookupResult.MISS, "HIT": LookupResult.HIT,
-          "HIT_PENDING": LookupResult.PENDING, "PENDING": LookupResult.PENDING}
-
-
-def answer_of(value: object) -> LookupResult | str:
-    """A vLLM lookup answer as the spec's LookupResult (``True`` / ``None`` / ``False``
-    or an enum member named MISS / HIT / HIT_PENDING); anything else is returned as text."""
-    if value is True:
-        return LookupResult.HIT
-    if value is False:
-        return LookupResult.MISS
-    if value is None:
-        return LookupResult.PENDING
-    return _NAMES.get(getattr(value, "name", ""), repr(value))
+Job = tuple[int, bool, Sequence[Key], bool, Any]
+"""A completion to deliver: (due step, is a load, keys, success, the request's context)."""
 
 
 @dataclass
@@ -69,76 +62,63 @@ class Agreement:
         return sum(self.mismatches.values())
 
 
-class VllmSide:
-    """A vLLM manager (0.19 on) behind plain calls; ``contexts`` gives each request's."""
+@dataclass
+class Target:
+    """A manager behind the conformance suite's adapter, plus what a scheduler adds for
+    vLLM: one ``ReqContext`` per request (``contexts``), announced with
+    ``on_new_request`` and passed on every call of that request and its completions."""
 
-    def __init__(self, manager: Any, contexts: Sequence[Any]) -> None:
-        self.manager = manager
-        self.contexts = contexts
-        self.context: Any = None
+    adapter: NativeAdapter | VllmAdapter
+    contexts: Sequence[Any] = ()
 
-    def start(self, step: int) -> None:
-        self.context = self.contexts[step]
-        self.manager.on_new_request(self.context)
+    @classmethod
+    def vllm(cls, manager: Any, contexts: Sequence[Any]) -> Target:
+        """A vLLM manager (0.19 on) driven with the trace's keys as they are."""
+        era = era_of(type(manager))
+        if era is None:
+            raise TypeError(f"{type(manager).__qualname__} is not a vLLM manager")
+        return cls(VllmAdapter(manager, era, raw_keys=True), contexts)
 
-    def lookup(self, key: bytes) -> LookupResult | str:
-        return answer_of(self.manager.lookup(key, self.context))
+    @classmethod
+    def native(cls, manager: Any) -> Target:
+        return cls(NativeAdapter(manager))
 
-    def prepare_load(self, keys: Sequence[bytes]) -> list[int]:
-        return [int(b) for b in self.manager.prepare_load(keys, self.context).block_ids]
-
-    def complete_load(self, keys: Sequence[bytes], context: Any) -> None:
-        self.manager.complete_load(keys, context)
-
-    def prepare_store(self, keys: Sequence[bytes]) -> tuple[list[bytes], list[int],
-                                                             list[bytes]] | None:
-        out = self.manager.prepare_store(keys, self.context)
-        if out is None:
+    def start(self, step: int) -> Any:
+        """Begin request ``step``; returns the context its completions are made under."""
+        if not isinstance(self.adapter, VllmAdapter):
             return None
-        return (list(out.keys_to_store), [int(b) for b in out.store_spec.block_ids],
-                list(out.evicted_keys))
+        context = self.contexts[step]
+        self.adapter.manager.on_new_request(context)
+        self.adapter.req_context = context
+        return context
 
-    def complete_store(self, keys: Sequence[bytes], success: bool, context: Any) -> None:
-        self.manager.complete_store(keys, context, success)
+    def complete(self, job: Job) -> None:
+        """Deliver a job's completion, under the context of the request that made it."""
+        _, is_load, keys, success, context = job
+        if isinstance(self.adapter, VllmAdapter):
+            self.adapter.req_context = context
+        if is_load:
+            self.adapter.complete_load(keys, None)
+        else:
+            self.adapter.complete_store(keys, success, None)
 
-    def events(self, ready: set[bytes]) -> None:
-        for event in self.manager.take_events():
-            (ready.difference_update if event.removed else ready.update)(event.keys)
+    def replay_events(self, ready: set[Key]) -> None:
+        self.adapter.take_events().replay_onto(ready)
 
 
-class NativeSide:
-    """``OffloadManager`` behind the same plain calls as :class:`VllmSide`."""
-
-    def __init__(self, manager: OffloadManager) -> None:
-        self.manager = manager
-        self.context: Any = None
-
-    def start(self, step: int) -> None:
-        self.context = step
-
-    def lookup(self, key: bytes) -> LookupResult | str:
-        return self.manager.lookup(key)
-
-    def prepare_load(self, keys: Sequence[bytes]) -> list[int]:
-        return list(self.manager.prepare_load(keys).slots)
-
-    def complete_load(self, keys: Sequence[bytes], context: Any) -> None:
-        self.manager.complete_load(keys)
-
-    def prepare_store(self, keys: Sequence[bytes]) -> tuple[list[bytes], list[int],
-                                                             list[bytes]] | None:
-        out = self.manager.prepare_store(keys)
-        if isinstance(out, StoreRejected):
-            return None
-        return list(out.keys), list(out.slots), list(out.evicted)
-
-    def complete_store(self, keys: Sequence[bytes], success: bool, context: Any) -> None:
-        self.manager.complete_store(keys, success)
-
-    def events(self, ready: set[bytes]) -> None:
-        taken = self.manager.take_events()
-        ready.difference_update(taken.removed)
-        ready.update(taken.stored)
+def _lookups(report: Agreement, request: Request, answer: Callable[[bytes], LookupResult],
+             target: Target) -> int:
+    """Look the request's keys up on both sides until the first non-hit (by ``answer``,
+    the side that decides); returns the hit prefix's length."""
+    hits = 0
+    for key in request.keys:
+        mine, other = answer(key), target.adapter.lookup(key)
+        same = lookup_agrees(Profile.STRICT, mine, other)
+        report.expect("lookup", same, "" if same else f"{key!r}: {mine} vs {other}")
+        if mine is not LookupResult.HIT:
+            break
+        hits += 1
+    return hits
 
 
 class Renaming:
@@ -158,173 +138,151 @@ class Renaming:
         self.ours.pop(self.theirs.pop(ours, -1), None)
 
 
-def lockstep_with_vllm(theirs: VllmSide, requests: Sequence[Request], shape: TraceShape,
+def lockstep_with_vllm(theirs: Target, requests: Sequence[Request], shape: TraceShape,
                        same_victims: bool) -> Agreement:
     """Run ``OffloadManager`` and ``theirs`` side by side on the trace (see the module doc)."""
-    ours, report, renaming = OffloadManager(shape.capacity), Agreement(), Renaming()
-    slot_of: dict[bytes, int] = {}
-    jobs: list[tuple[int, bool, Sequence[bytes], bool, Any]] = []
-    ours_ready: set[bytes] = set()
-    theirs_ready: set[bytes] = set()
+    ours, report = Target.native(OffloadManager(shape.capacity)), Agreement()
+    renaming, slot_of = Renaming(), dict[Key, int]()
+    jobs: list[Job] = []
+    ours_ready: set[Key] = set()
+    theirs_ready: set[Key] = set()
     for step, request in enumerate(requests):
-        theirs.start(step)
-        hits = 0
-        for key in request.keys:
-            mine, other = ours.lookup(key), theirs.lookup(key)
-            if mine != other:
-                report.expect("lookup", False, f"{key!r}: {mine} vs {other}")
-            else:
-                report.checked["lookup"] += 1
-            if mine is not LookupResult.HIT:
-                break
-            hits += 1
+        context = theirs.start(step)
+        hits = _lookups(report, request, ours.adapter.manager.lookup, theirs)
         loaded = request.keys[:hits]
         if hits:
-            plan = ours.prepare_load(loaded)
-            their_slots = theirs.prepare_load(loaded)
-            mapped = [renaming.theirs.get(s) for s in plan.slots]
+            plan = ours.adapter.prepare_load(loaded)
+            their_slots = theirs.adapter.prepare_load(loaded).slots
+            mapped = tuple(renaming.theirs.get(s) for s in plan.slots)
             report.expect("load slots", mapped == their_slots, f"{mapped} vs {their_slots}")
-            jobs.append((step + shape.delay, True, loaded, True, theirs.context))
+            jobs.append((step + shape.delay, True, loaded, True, context))
         rest = request.keys[hits:]
         if rest:
-            out = ours.prepare_store(rest)
-            other_out = theirs.prepare_store(rest)
-            accepted = isinstance(out, StorePlan)
-            report.expect("rejection", accepted == (other_out is not None),
+            out, other_out = ours.adapter.prepare_store(rest), theirs.adapter.prepare_store(rest)
+            report.expect("rejection", out.accepted == other_out.accepted,
                           f"ours {out}, theirs {other_out}")
-            if isinstance(out, StorePlan) and other_out is not None:
-                keys, slots, evicted = other_out
-                if list(out.keys) != keys:
-                    report.expect("keys to store", False, f"{out.keys} vs {keys}")
-                else:
-                    report.checked["keys to store"] += 1
-                if same_victims and list(out.evicted) != evicted:
-                    report.expect("victims", False, f"{out.evicted} vs {evicted}")
-                elif same_victims:
-                    report.checked["victims"] += 1
-                for key in out.evicted:
-                    renaming.drop(slot_of.pop(key))
-                for key, mine_slot, their_slot in zip(out.keys, out.slots, slots, strict=False):
-                    slot_of[key] = mine_slot
-                    if not renaming.add(mine_slot, their_slot):
-                        report.expect("slots up to renaming", False,
-                                      f"ours {mine_slot} / theirs {their_slot}")
-                    else:
-                        report.checked["slots up to renaming"] += 1
+            if out.accepted and other_out.accepted:
+                report.expect("keys to store", out.keys == other_out.keys,
+                              f"{out.keys} vs {other_out.keys}")
+                if same_victims:
+                    report.expect("victims", out.evicted == other_out.evicted,
+                                  f"{out.evicted} vs {other_out.evicted}")
+                _rename(report, renaming, slot_of, out, other_out)
                 if out.keys:
                     jobs.append((step + shape.delay, False, out.keys, not request.store_fails,
-                                 theirs.context))
-        due = [job for job in jobs if job[0] <= step]
-        jobs = [job for job in jobs if job[0] > step]
-        for job in due:
-            _complete_both(ours, theirs, job, renaming, slot_of)
+                                 context))
+        jobs = _complete_due(jobs, step, [ours, theirs], renaming, slot_of)
         _events_both(ours, theirs, ours_ready, theirs_ready, report)
-    for job in jobs:
-        _complete_both(ours, theirs, job, renaming, slot_of)
+    _complete_due(jobs, len(requests) + shape.delay, [ours, theirs], renaming, slot_of)
     _events_both(ours, theirs, ours_ready, theirs_ready, report)
     return report
 
 
-def _complete_both(ours: OffloadManager, theirs: VllmSide,
-                   job: tuple[int, bool, Sequence[bytes], bool, Any],
-                   renaming: Renaming, slot_of: dict[bytes, int]) -> None:
-    _, is_load, keys, success, context = job
-    if is_load:
-        ours.complete_load(keys)
-        theirs.complete_load(keys, context)
-        return
-    ours.complete_store(keys, success)
-    theirs.complete_store(keys, success, context)
-    if not success:
-        for key in keys:
-            renaming.drop(slot_of.pop(key))
+def _rename(report: Agreement, renaming: Renaming, slot_of: dict[Key, int],
+            out: StoreOutcome, other_out: StoreOutcome) -> None:
+    """Free the victims' slots, then pair each stored key's slot with theirs."""
+    for key in out.evicted:
+        renaming.drop(slot_of.pop(key))
+    for key, mine_slot, their_slot in zip(out.keys, out.slots, other_out.slots, strict=False):
+        slot_of[key] = mine_slot
+        report.expect("slots up to renaming", renaming.add(mine_slot, their_slot),
+                      f"ours {mine_slot} / theirs {their_slot}")
 
 
-def _events_both(ours: OffloadManager, theirs: VllmSide, ours_ready: set[bytes],
-                 theirs_ready: set[bytes], report: Agreement) -> None:
-    taken = ours.take_events()
-    ours_ready.difference_update(taken.removed)
-    ours_ready.update(taken.stored)
-    theirs.events(theirs_ready)
+def _complete_due(jobs: list[Job], step: int, targets: Sequence[Target],
+                  renaming: Renaming | None = None,
+                  slot_of: dict[Key, int] | None = None) -> list[Job]:
+    """Deliver the jobs due by ``step`` on every target (a failed store frees its slots
+    from the renaming); returns the jobs still to come."""
+    for job in [job for job in jobs if job[0] <= step]:
+        for target in targets:
+            target.complete(job)
+        _, is_load, keys, success, _ = job
+        if not is_load and not success and renaming is not None and slot_of is not None:
+            for key in keys:
+                renaming.drop(slot_of.pop(key))
+    return [job for job in jobs if job[0] > step]
+
+
+def _events_both(ours: Target, theirs: Target, ours_ready: set[Key],
+                 theirs_ready: set[Key], report: Agreement) -> None:
+    ours.replay_events(ours_ready)
+    theirs.replay_events(theirs_ready)
     report.expect("events replay to the READY set", ours_ready == theirs_ready,
                   lambda: f"{len(ours_ready ^ theirs_ready)} keys differ")
 
 
-def check_against_spec(target: VllmSide | NativeSide, requests: Sequence[Request],
+def check_against_spec(target: Target, requests: Sequence[Request],
                        shape: TraceShape, exact_victims: bool) -> Agreement:
     """Drive the spec and ``target`` in lockstep on a (small) trace; see the module doc."""
     state, report = initial_state(shape.capacity), Agreement()
-    jobs: list[tuple[int, bool, Sequence[bytes], bool, Any]] = []
-    replayed: set[bytes] = set()
+    jobs: list[Job] = []
+    replayed: set[Key] = set()
+
+    def spec_lookup(key: bytes) -> LookupResult:
+        nonlocal state
+        state, answer = spec.lookup(state, key)
+        return answer
+
     for step, request in enumerate(requests):
-        target.start(step)
-        hits = 0
-        for key in request.keys:
-            state, mine = spec.lookup(state, key)
-            other = target.lookup(key)
-            if mine != other:
-                report.expect("lookup", False, f"{key!r}: {mine} vs {other}")
-            else:
-                report.checked["lookup"] += 1
-            if mine is not LookupResult.HIT:
-                break
-            hits += 1
+        context = target.start(step)
+        hits = _lookups(report, request, spec_lookup, target)
         loaded = request.keys[:hits]
         if hits:
-            state, plan = spec.prepare_load(state, loaded)
-            their_slots = target.prepare_load(loaded)
-            report.expect("load slots", list(plan.slots) == their_slots,
-                          f"{plan.slots} vs {their_slots}")
-            jobs.append((step + shape.delay, True, loaded, True, target.context))
+            state, load = spec.prepare_load(state, loaded)
+            their_slots = target.adapter.prepare_load(loaded).slots
+            report.expect("load slots", tuple(load.slots) == their_slots,
+                          f"{load.slots} vs {their_slots}")
+            jobs.append((step + shape.delay, True, loaded, True, context))
         rest = request.keys[hits:]
         if rest:
-            other_out = target.prepare_store(rest)
+            other_out = target.adapter.prepare_store(rest)
             _, exact = spec.prepare_store(state, rest)
-            if other_out is None:
+            if not other_out.accepted:
                 report.expect("rejection", isinstance(exact, StoreRejected),
                               f"spec {exact}, target rejected")
             elif not isinstance(exact, StorePlan):
                 report.expect("rejection", False, f"spec {exact}, target accepted")
             else:
                 report.checked["rejection"] += 1
-                keys, slots, evicted = other_out
-                if list(exact.evicted) != evicted:
+                if tuple(exact.evicted) != other_out.evicted:
                     if exact_victims:
-                        report.expect("victims", False, f"{exact.evicted} vs {evicted}")
+                        report.expect("victims", False, f"{exact.evicted} vs {other_out.evicted}")
                     else:
                         report.policy_differences += 1
                 try:
-                    state, plan = spec.prepare_store(state, rest, victims=evicted, slots=slots)
+                    state, plan = spec.prepare_store(state, rest, victims=list(other_out.evicted),
+                                                     slots=list(other_out.slots))
                 except ChoiceNotAllowed as illegal:
                     report.expect("allowed victims and free slots", False, str(illegal))
                     return report  # the spec cannot follow the target any further
+                if not isinstance(plan, StorePlan):  # the same call without choices was accepted
+                    raise RuntimeError(f"the spec rejected a store it had accepted: {plan}")
                 report.checked["allowed victims and free slots"] += 1
-                report.expect("keys to store", list(plan.keys) == keys, f"{plan.keys} vs {keys}")
+                report.expect("keys to store", tuple(plan.keys) == other_out.keys,
+                              f"{plan.keys} vs {other_out.keys}")
                 if plan.keys:
                     jobs.append((step + shape.delay, False, plan.keys, not request.store_fails,
-                                 target.context))
-        due = [job for job in jobs if job[0] <= step]
-        jobs = [job for job in jobs if job[0] > step]
-        for job in due:
-            state = _complete_with_spec(state, target, job)
+                                 context))
+        for job in [job for job in jobs if job[0] <= step]:
+            state = _complete_with_spec(state, job)
+        jobs = _complete_due(jobs, step, [target])
         state, _ = spec.take_events(state)
-        target.events(replayed)
+        target.replay_events(replayed)
         ready = set(state.keys_in(Phase.READY))
         same = replayed == ready
         report.expect("events replay to the READY set", same,
                       "" if same else f"{len(replayed ^ ready)} keys differ")
     for job in jobs:
-        state = _complete_with_spec(state, target, job)
+        state = _complete_with_spec(state, job)
+        target.complete(job)
     return report
 
 
-def _complete_with_spec(state: Any, target: VllmSide | NativeSide,
-                        job: tuple[int, bool, Sequence[bytes], bool, Any]) -> Any:
-    _, is_load, keys, success, context = job
+def _complete_with_spec(state: Any, job: Job) -> Any:
+    _, is_load, keys, success, _ = job
     if is_load:
         state, _ = spec.complete_load(state, keys)
-        target.complete_load(keys, context)
     else:
         state, _ = spec.complete_store(state, keys, success)
-        target.complete_store(keys, success, context)
     return state

@@ -21,14 +21,33 @@ from manager_trace import Request, TraceShape
 _HIT = LookupResult.HIT
 
 
+def _api(manager: Any) -> tuple[Callable[..., Any], ...]:
+    """The manager's six calls as bound methods, looked up once per run (not per call):
+    lookup, prepare_load, complete_load, prepare_store, complete_store, take_events."""
+    return (manager.lookup, manager.prepare_load, manager.complete_load,
+            manager.prepare_store, manager.complete_store, manager.take_events)
+
+
+def _native_event_keys(events: Any) -> int:
+    """How many keys an ``Events`` drain names."""
+    return len(events.stored) + len(events.removed)
+
+
+def _bare_event_keys(events: Any) -> int:
+    """How many keys a ``BareLru`` drain (``(removed, keys)`` pairs) names."""
+    seen = 0
+    for _, keys in events:  # a plain loop: sum() over a generator costs more per call
+        seen += len(keys)
+    return seen
+
+
 def drive_native(manager: Any, requests: Sequence[Request], shape: TraceShape,
                  bare: bool = False) -> tuple[int, int]:
     """Run the trace on a native-API manager (``OffloadManager``, or ``BareLru`` when
     ``bare``); returns the number of block operations and of event keys drained."""
-    lookup, prepare_load, complete_load = (manager.lookup, manager.prepare_load,
-                                           manager.complete_load)
-    prepare_store, complete_store, take_events = (manager.prepare_store,
-                                                  manager.complete_store, manager.take_events)
+    lookup, prepare_load, complete_load, prepare_store, complete_store, take_events = (
+        _api(manager))
+    count = _bare_event_keys if bare else _native_event_keys
     jobs: deque[tuple[int, bool, Sequence[bytes], bool]] = deque()
     delay, every, ops, seen = shape.delay, shape.events_every, 0, 0
     for step, request in enumerate(requests):
@@ -55,25 +74,11 @@ def drive_native(manager: Any, requests: Sequence[Request], shape: TraceShape,
             if stored:
                 jobs.append((step + delay, False, stored, not request.store_fails))
         while jobs and jobs[0][0] <= step:
-            _, is_load, job_keys, success = jobs.popleft()
-            if is_load:
-                complete_load(job_keys)
-            else:
-                complete_store(job_keys, success)
-            ops += len(job_keys)
+            ops += _complete_native(jobs.popleft(), complete_load, complete_store)
         if step % every == 0:
-            events = take_events()
-            if bare:
-                for _, event_keys in events:
-                    seen += len(event_keys)
-            else:
-                seen += len(events.stored) + len(events.removed)
-    for _, is_load, job_keys, success in jobs:
-        if is_load:
-            complete_load(job_keys)
-        else:
-            complete_store(job_keys, success)
-        ops += len(job_keys)
+            seen += count(take_events())
+    for job in jobs:
+        ops += _complete_native(job, complete_load, complete_store)
     take_events()
     return ops, seen
 
@@ -87,10 +92,8 @@ def drive_vllm(manager: Any, requests: Sequence[Request], shape: TraceShape,
     hooks (``on_new_request``, ``on_request_finished``) are called as vLLM's scheduler
     does; they count in the time, not as block operations.
     """
-    lookup, prepare_load, complete_load = (manager.lookup, manager.prepare_load,
-                                           manager.complete_load)
-    prepare_store, complete_store, take_events = (manager.prepare_store,
-                                                  manager.complete_store, manager.take_events)
+    lookup, prepare_load, complete_load, prepare_store, complete_store, take_events = (
+        _api(manager))
     on_new_request, on_request_finished = manager.on_new_request, manager.on_request_finished
     jobs: deque[tuple[int, bool, Sequence[bytes], bool, Any, bool]] = deque()
     delay, every, ops, seen = shape.delay, shape.events_every, 0, 0
@@ -132,6 +135,17 @@ def drive_vllm(manager: Any, requests: Sequence[Request], shape: TraceShape,
     return ops, seen
 
 
+def _complete_native(job: tuple[int, bool, Sequence[bytes], bool],
+                     complete_load: Callable[..., Any],
+                     complete_store: Callable[..., Any]) -> int:
+    _, is_load, keys, success = job
+    if is_load:
+        complete_load(keys)
+    else:
+        complete_store(keys, success)
+    return len(keys)
+
+
 def _complete(job: tuple[int, bool, Sequence[bytes], bool, Any, bool],
               complete_load: Callable[..., Any], complete_store: Callable[..., Any],
               on_request_finished: Callable[[Any], Any]) -> int:
@@ -150,10 +164,9 @@ def decode_native(manager: Any, batches: Sequence[Sequence[bytes]],
     """Decode rounds on a native-API manager: per batch, store its keys, complete the
     store, look each key up, load them, complete the load, drain the events. Returns
     the block operations (five per key) and the event keys drained."""
-    lookup, prepare_load, complete_load = (manager.lookup, manager.prepare_load,
-                                           manager.complete_load)
-    prepare_store, complete_store, take_events = (manager.prepare_store,
-                                                  manager.complete_store, manager.take_events)
+    lookup, prepare_load, complete_load, prepare_store, complete_store, take_events = (
+        _api(manager))
+    count = _bare_event_keys if bare else _native_event_keys
     ops = seen = 0
     for keys in batches:
         prepare_store(keys)
@@ -162,12 +175,7 @@ def decode_native(manager: Any, batches: Sequence[Sequence[bytes]],
             lookup(key)
         prepare_load(keys)
         complete_load(keys)
-        events = take_events()
-        if bare:
-            for _, event_keys in events:
-                seen += len(event_keys)
-        else:
-            seen += len(events.stored) + len(events.removed)
+        seen += count(take_events())
         ops += 5 * len(keys)
     return ops, seen
 
@@ -175,10 +183,8 @@ def decode_native(manager: Any, batches: Sequence[Sequence[bytes]],
 def decode_vllm(manager: Any, batches: Sequence[Sequence[bytes]],
                 context: Any) -> tuple[int, int]:
     """The same decode rounds through vLLM's manager API (``context`` on every call)."""
-    lookup, prepare_load, complete_load = (manager.lookup, manager.prepare_load,
-                                           manager.complete_load)
-    prepare_store, complete_store, take_events = (manager.prepare_store,
-                                                  manager.complete_store, manager.take_events)
+    lookup, prepare_load, complete_load, prepare_store, complete_store, take_events = (
+        _api(manager))
     ops = seen = 0
     for keys in batches:
         prepare_store(keys, context)

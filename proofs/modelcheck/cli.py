@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvoffload.spec import Policy
+from kvoffload.spec import NO_STALE_COMPLETIONS, Assumption, Policy
 
 from . import contracts, diffbehavior, rumur, table
 from .bounds import PRESETS, Bounds
@@ -36,6 +36,12 @@ REFINEMENTS: dict[str, tuple[Policy, Form]] = {
     "lru-ticket": (Policy.LRU, Form.TICKET), "lru-vllm": (Policy.LRU, Form.VLLM),
     "arc-ticket": (Policy.ARC, Form.TICKET), "arc-vllm": (Policy.ARC, Form.VLLM),
 }
+REFINEMENT_ASSUMPTIONS: dict[Form, tuple[Assumption, ...]] = {
+    Form.TICKET: (), Form.VLLM: (NO_STALE_COMPLETIONS,)}
+"""vLLM's form is refined at TINY without its duplicate and late reports: with them the
+spec's accounting goes wrong (the spec-vllm-form rows) and the space they open does not
+finish within minutes even reduced. tests/proofs/test_refinement.py refines it with them
+at a smaller bound (slow tier)."""
 RUMUR_MUTATIONS = {"TouchQueuesStoring": "mutant:TouchQueuesStoring"}
 
 
@@ -112,7 +118,8 @@ def run_rumur(bounds: Bounds, mutation: str | None = None, symmetry: str = "exha
 def run_refinement(name: str, bounds: Bounds) -> Outcome:
     """The reference manager against the spec on every reachable state x every call."""
     policy, form = REFINEMENTS[name]
-    result: RefinementResult = refine(bounds, policy, form)
+    assumptions = REFINEMENT_ASSUMPTIONS[form]
+    result: RefinementResult = refine(bounds, policy, form, assumptions=assumptions)
     print(f"refinement {name} [{bounds.name.upper()}]: {result.verdict} - {result.states} "
           f"states, {result.comparisons} calls compared, {result.seconds:.1f} s", flush=True)
     text = "holds"
@@ -121,8 +128,9 @@ def run_refinement(name: str, bounds: Bounds) -> Outcome:
         print(f"  {result.divergence.problem}\n    "
               + format_trace(result.divergence.trace).replace("\n", "\n    "))
     forms = {Form.TICKET: "ticket", Form.VLLM: "vLLM"}
+    assumed = "".join(f", assuming {a.name}" for a in assumptions)
     about = (f"kvoffload.impl.OffloadManager refines the spec ({policy.value.upper()}, "
-             f"{forms[form]} completions): equal outputs and errors")
+             f"{forms[form]} completions{assumed}): equal outputs and errors")
     row = table.Row(about, "proofs/check.py --refinement", bounds.name.upper(),
                     "exhaustive: every reachable state x every call", text,
                     str(result.states), f"{result.seconds:.1f} s",

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from kvoffload.spec import (
+    Assumption,
     CacheState,
     Call,
     Completion,
@@ -158,17 +159,18 @@ def _lockstep(factory: Factory, bounds: Bounds, policy: Policy, trace: Sequence[
     return state, manager, tickets, None
 
 
-def refine(bounds: Bounds, policy: Policy, form: Form, factory: Factory = reference_manager
-           ) -> RefinementResult:
-    """Compare the manager with the spec on every reachable node x every call."""
+def refine(bounds: Bounds, policy: Policy, form: Form, factory: Factory = reference_manager,
+           assumptions: tuple[Assumption, ...] = ()) -> RefinementResult:
+    """Compare the manager with the spec on every reachable node x every call (the calls
+    ``assumptions`` exclude are neither made nor compared)."""
     start = time.perf_counter()
     calls: dict[int, list[Action]] = {}
 
     def visit(i: int, node: Node, action: Action, outcome: Outcome) -> None:
         calls.setdefault(i, []).append(action)
 
-    explored = explore(Setup(SPEC, form, policy, properties=frozenset(), liveness=False),
-                       bounds, visit=visit)
+    explored = explore(Setup(SPEC, form, policy, assumptions, properties=frozenset(),
+                             liveness=False), bounds, visit=visit)
     tree = explored.tree
     if tree is None:  # pragma: no cover - explore always returns its tree
         raise RuntimeError("the exploration kept no tree")

@@ -176,8 +176,11 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("prop", "cls", "options", "calls"), CASES,
-                         ids=[f"{p}-{k.__name__}" for p, k, _, _ in CASES])
+over_cases = pytest.mark.parametrize(("prop", "cls", "options", "calls"), CASES,
+                                     ids=[f"{p}-{k.__name__}" for p, k, _, _ in CASES])
+
+
+@over_cases
 def test_the_divergence_names_its_property(
     prop: str, cls: type, options: dict[str, object], calls: list[Call]
 ) -> None:
@@ -192,8 +195,7 @@ def test_the_divergence_names_its_property(
     assert not isinstance(violation, AssertionError)
 
 
-@pytest.mark.parametrize(("prop", "cls", "options", "calls"), CASES,
-                         ids=[f"{p}-{k.__name__}" for p, k, _, _ in CASES])
+@over_cases
 def test_the_reference_passes_every_case_trace(
     prop: str, cls: type, options: dict[str, object], calls: list[Call]
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -354,6 +355,17 @@ def test_with_a_releases_types_the_facade_is_its_offloading_manager(
         assert isinstance(stats, metrics.OffloadingConnectorStats)
 
 
+def complete_a_store(rng: random.Random, storing: list[list[bytes]], managers: Sequence[Any],
+                     context: Any, success_rate: float) -> tuple[list[bytes], bool]:
+    """Complete one pending store job, picked at random, on every manager alike (success
+    with ``success_rate``); returns the job and whether it succeeded."""
+    job = storing.pop(rng.randrange(len(storing)))
+    success = rng.random() < success_rate
+    for manager in managers:
+        manager.complete_store(job, context, success)
+    return job, success
+
+
 def lockstep(theirs: Any, ours: VllmFacade, context: Any, seed: int, steps: int = 400) -> int:
     """Drive vLLM's manager and the facade with the same well-formed calls; every
     answer, output, event and stat must agree. Returns the number of comparisons."""
@@ -385,10 +397,7 @@ def lockstep(theirs: Any, ours: VllmFacade, context: Any, seed: int, steps: int 
                 if a.keys_to_store:
                     storing.append(list(a.keys_to_store))
         elif op == 2 and storing:
-            job = storing.pop(rng.randrange(len(storing)))
-            success = rng.random() < 0.8
-            theirs.complete_store(job, context, success)
-            ours.complete_store(job, context, success)
+            job, success = complete_a_store(rng, storing, (theirs, ours), context, 0.8)
             if success:
                 ready.extend(job)
         elif op == 3 and ready:
@@ -486,10 +495,7 @@ def test_in_lockstep_with_vllm_034s_own_manager(request: pytest.FixtureRequest,
                 if a.keys_to_store:
                     storing.append(list(a.keys_to_store))
             elif op == 2 and storing:
-                job = storing.pop(rng.randrange(len(storing)))
-                success = rng.random() < 0.7
-                theirs.complete_store(job, context, success)
-                ours.complete_store(job, context, success)
+                complete_a_store(rng, storing, (theirs, ours), context, 0.7)
             elif op == 3 and rng.random() < 0.1:  # vLLM drops the old jobs' completions
                 for manager in (theirs, ours):
                     manager.reset_cache()

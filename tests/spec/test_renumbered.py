@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from spec_strategies import calls as spec_calls
 
 from kvoffload.spec import (
-    COMPLETIONS,
     Block,
     CacheState,
     Call,
@@ -31,21 +31,9 @@ from kvoffload.spec import (
     renumbered,
 )
 
-KEYS = st.sampled_from("abc")
 
-
-@st.composite
-def calls(draw: st.DrawFn) -> Call:
-    op = draw(st.sampled_from(list(Op)))
-    if op is Op.LOOKUP:
-        return Call(op, (draw(KEYS),))
-    if op in (Op.RESET_CACHE, Op.TAKE_EVENTS):
-        return Call(op)
-    keys = tuple(draw(st.lists(KEYS, max_size=3)))
-    if op in COMPLETIONS:
-        success = op is Op.COMPLETE_LOAD or draw(st.booleans())
-        return Call(op, keys, success=success, ticket=draw(st.none() | st.integers(0, 15)))
-    return Call(op, keys)
+def calls() -> st.SearchStrategy[Call]:
+    return spec_calls("abc", max_keys=3, max_ticket=15)
 
 
 def _untagged(output: Output) -> Output:

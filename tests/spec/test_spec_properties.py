@@ -7,9 +7,9 @@ import contextlib
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from spec_strategies import calls as spec_calls
 
 from kvoffload.spec import (
-    COMPLETIONS,
     CacheState,
     Call,
     CopyKind,
@@ -25,22 +25,9 @@ from kvoffload.spec import (
     initial_state,
 )
 
-KEYS = st.sampled_from("abcde")
 
-
-@st.composite
-def calls(draw: st.DrawFn) -> Call:
-    op = draw(st.sampled_from(list(Op)))
-    if op is Op.LOOKUP:
-        return Call(op, (draw(KEYS),))
-    keys = tuple(draw(st.lists(KEYS, max_size=4)))
-    if op in COMPLETIONS:
-        ticket = draw(st.none() | st.integers(0, 12))
-        success = op is Op.COMPLETE_LOAD or draw(st.booleans())
-        return Call(op, keys, success=success, ticket=ticket)
-    if op in (Op.RESET_CACHE, Op.TAKE_EVENTS):
-        return Call(op)
-    return Call(op, keys)
+def calls() -> st.SearchStrategy[Call]:
+    return spec_calls("abcde", max_keys=4, max_ticket=12)
 
 
 def step(state: CacheState, call: Call, random_victims: st.DataObject | None) -> CacheState:

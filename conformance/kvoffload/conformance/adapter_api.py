@@ -65,6 +65,14 @@ class EventBatch:
 
     items: tuple[tuple[bool, tuple[Key, ...]], ...] = ()
 
+    def replay_onto(self, ready: set[Key]) -> None:
+        """Apply the batch to a subscriber's READY set, in delivery order."""
+        for removed, keys in self.items:
+            if removed:
+                ready.difference_update(keys)
+            else:
+                ready.update(keys)
+
 
 @dataclass(frozen=True)
 class Capabilities:

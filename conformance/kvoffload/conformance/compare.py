@@ -106,8 +106,8 @@ def check_prepare_load(run: Lockstep, call: Call, new: CacheState, expected: obj
         if got.slots != wanted:
             prop = "slots" if len(got.slots) == len(call.keys) else "load-plan"
             raise PropertyViolation(
-                prop, f"{call} must read slots {list(wanted)} (where those blocks were "
-                f"stored); the target gave {list(got.slots)}",
+                prop, f"{call} must read slots {show(list(wanted))} (where those blocks were "
+                f"stored); the target gave {show(list(got.slots))}",
                 [call_row(call), ("slots", show(wanted), show(got.slots)),
                  *ex.context(run.state, call.keys)])
         return
@@ -119,8 +119,8 @@ def check_prepare_load(run: Lockstep, call: Call, new: CacheState, expected: obj
     wanted = tuple(spec_slot[k] for k in spec_keys)
     if got.slots != wanted:
         raise PropertyViolation(
-            "slots", f"{call} must read {list(wanted)}, the slots those blocks were "
-            f"stored in; the target gave {list(got.slots)}",
+            "slots", f"{call} must read {show(list(wanted))}, the slots those blocks were "
+            f"stored in; the target gave {show(list(got.slots))}",
             [call_row(call), ("slots", show(wanted), show(got.slots)),
              *ex.context(run.state, spec_keys)])
     check_epoch(call, getattr(expected, "epoch", None), got.epoch)
@@ -175,11 +175,7 @@ def check_events(run: Lockstep, call: Call, new: CacheState, expected: object,
     if not isinstance(got, EventBatch):
         raise TypeError("adapter returned a non-EventBatch")  # suite bug
     subscriber = run.subscriber
-    for removed, keys in got.items:
-        if removed:
-            subscriber.difference_update(keys)
-        else:
-            subscriber.update(keys)
+    got.replay_onto(subscriber)
     ready = new.announced
     if subscriber != ready:
         seen = frozenset(subscriber)
@@ -263,9 +259,9 @@ def _check_rejected(run: Lockstep, call: Call, exact: StoreRejected, got: StoreO
         raise PropertyViolation(
             "rejection", f"{call} cannot fit (needs {exact.needed}, only "
             f"{exact.available} free or evictable) and must be rejected; the target "
-            f"accepted it, evicting {show(got.evicted)} into slots {list(got.slots)}",
+            f"accepted it, evicting {show(got.evicted)} into slots {show(list(got.slots))}",
             [call_row(call),
-             ("answer", show(exact), f"stores {show(got.keys)} in {list(got.slots)}, "
+             ("answer", show(exact), f"stores {show(got.keys)} in {show(list(got.slots))}, "
                                      f"evicts {show(got.evicted)}"),
              *ex.state_rows(run.state, call)])
     for name, spec_n, target_n in (("needed", exact.needed, got.needed),
@@ -309,7 +305,7 @@ def _check_slots(state: CacheState, call: Call, victims: Sequence[Key],
     if len(got.slots) != len(got.keys) or len(set(got.slots)) != len(got.slots):
         raise PropertyViolation(
             "slots", f"{call} must give each of {show(got.keys)} its own slot; the target "
-            f"gave {list(got.slots)}", rows)
+            f"gave {show(list(got.slots))}", rows)
     for slot in got.slots:
         if not 0 <= slot < cap:
             raise PropertyViolation(

@@ -22,14 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from kvoffload.spec import (
+    Call,
     Completion,
     Events,
     LoadPlan,
     LookupResult,
+    MalformedCall,
     MisuseError,
+    Op,
     StorePlan,
     StoreRejected,
 )
+from kvoffload.spec.calls import send
 
 from .adapter_api import RETRY, Adapter, EventBatch, LoadOutcome, StoreOutcome
 from .config import CheckConfig, Level, Profile
@@ -253,19 +257,13 @@ class AdapterDriver:
                                    ("take_events", caps.events)) if not has}
 
     def step(self, call: dict[str, Any], expect: dict[str, Any], names: _Bindings) -> None:
-        a, op, keys = self.adapter, call["op"], _keys(call)
-        actions: dict[str, Callable[[], object]] = {
-            "lookup": lambda: a.lookup(keys[0]),
-            "prepare_load": lambda: a.prepare_load(keys),
-            "complete_load": lambda: a.complete_load(keys, None),
-            "touch": lambda: a.touch(keys),
-            "prepare_store": lambda: a.prepare_store(keys),
-            "complete_store": lambda: a.complete_store(keys, call.get("success", True), None),
-            "reset_cache": a.reset_cache,
-            "take_events": a.take_events,
-        }
+        a, op = self.adapter, call["op"]
+        try:  # the case's call, in the vLLM form (no tickets)
+            made = Call(Op(op), _keys(call), success=call.get("success", True))
+        except (ValueError, MalformedCall) as error:
+            raise CaseFailed(f"the case's call {call} is not a call of the API: {error}") from error
         try:
-            out = actions[op]()
+            out = send(a, made)
         except Exception as error:
             if expect["kind"] == "error" and a.is_rejection(error):
                 return

@@ -7,6 +7,7 @@ Everything here reads the spec's state and builds text; nothing decides a verdic
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from heapq import nsmallest
 
 from kvoffload.spec import (
     CacheState,
@@ -25,17 +26,36 @@ Row = tuple[str, str, str]
 """(aspect, spec, target): one line of a violation's table."""
 
 
+SHOWN_ITEMS = 64
+"""Items of one collection a message shows; a hostile target's answer of millions of
+slots costs no more to explain than a short one (the rest is counted, not rendered)."""
+
+
 def show(value: object) -> str:
-    """A short, stable rendering of outputs and keys for tables."""
+    """A short, stable rendering of outputs and keys for tables (at most
+    :data:`SHOWN_ITEMS` items of a collection, then how many more)."""
     if isinstance(value, LookupResult):
         return value.name
     if value is RETRY:
         return "RETRY"
     if isinstance(value, frozenset | set):
-        return "{" + ", ".join(sorted(map(repr, value))) + "}"
-    if isinstance(value, tuple) and value and all(not isinstance(v, tuple) for v in value):
-        return "(" + ", ".join(map(repr, value)) + ("," if len(value) == 1 else "") + ")"
+        items = nsmallest(SHOWN_ITEMS, map(repr, value))
+        return "{" + _items(items, len(value)) + "}"
+    if isinstance(value, list):
+        return "[" + _items(list(map(repr, value[:SHOWN_ITEMS])), len(value)) + "]"
+    if isinstance(value, tuple) and value and not isinstance(value[0], tuple):
+        head = value[:SHOWN_ITEMS]
+        if all(not isinstance(v, tuple) for v in head):
+            return ("(" + _items(list(map(repr, head)), len(value))
+                    + ("," if len(value) == 1 else "") + ")")
+    if isinstance(value, tuple) and len(value) > SHOWN_ITEMS:
+        return "(" + _items(list(map(repr, value[:SHOWN_ITEMS])), len(value)) + ")"
     return repr(value)
+
+
+def _items(shown: list[str], total: int) -> str:
+    more = total - len(shown)
+    return ", ".join(shown) + (f", ... ({more:,} more)" if more > 0 else "")
 
 
 def call_row(call: Call) -> Row:

@@ -47,7 +47,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -155,6 +155,38 @@ class _Base:
     def _resident(self) -> frozenset[Key]:
         raise NotImplementedError
 
+    def _store_one(self, key: Key, raw: Any, evicted: list[Key]) -> int | None:
+        """Start writing one chunk: its slot, or None if the backend found no room; adds
+        what the allocation evicted to ``evicted``."""
+        raise NotImplementedError
+
+    def prepare_store(self, keys: Sequence[Key]) -> StoreOutcome:
+        """Each new key's chunk in turn. LMCache allocates one chunk at a time: what it
+        allocated (and evicted) for this call's earlier chunks stays when a later one
+        finds no room; the outcome reports exactly that."""
+        stored: list[Key] = []
+        slots: list[int] = []
+        evicted: list[Key] = []
+        for key in dict.fromkeys(keys):
+            raw = self.keys(key)
+            if self.backend.contains(raw) or self.backend.exists_in_put_tasks(raw):
+                continue
+            slot = self._store_one(key, raw, evicted)
+            if slot is None:
+                return _outcome(stored, slots, evicted, full=True)
+            stored.append(key)
+            slots.append(slot)
+        return _outcome(stored, slots, evicted, full=False)
+
+    def _taken(self, held: dict[Key, list[tuple[int, Any]]],
+               keys: Sequence[Key]) -> Iterator[tuple[Key, Any]]:
+        """Each distinct key's held buffer (or write) that a completion releases; keys
+        with none held are passed over."""
+        for key in dict.fromkeys(keys):
+            queue = held.get(key)
+            if queue:
+                yield key, _take(queue, self.resets)
+
     def lookup(self, key: Key) -> Reported:
         raw = self.keys(key)
         if self.backend.contains(raw):
@@ -204,36 +236,19 @@ class CpuAdapter(_Base):
     def _resident(self) -> frozenset[Key]:
         return frozenset(self.keys.back(raw) for raw in self.backend.get_keys())
 
-    def prepare_store(self, keys: Sequence[Key]) -> StoreOutcome:
-        stored: list[Key] = []
-        slots: list[int] = []
-        evicted: list[Key] = []
-        full = False
-        for key in dict.fromkeys(keys):
-            raw = self.keys(key)
-            if self.backend.contains(raw) or self.backend.exists_in_put_tasks(raw):
-                continue
-            before = self._resident()
-            obj = self.backend.allocate(_shape(), _torch().uint8, busy_loop=False)
-            evicted.extend(sorted(before - self._resident(), key=repr))
-            if obj is None:
-                # LMCache allocates one chunk at a time: what it allocated (and evicted)
-                # for this call's earlier chunks stays; report exactly that.
-                full = True
-                break
-            self.writing.setdefault(key, []).append((self.resets, obj))
-            stored.append(key)
-            slots.append(obj.metadata.address // CHUNK_BYTES)
-        return _outcome(stored, slots, evicted, full)
+    def _store_one(self, key: Key, raw: Any, evicted: list[Key]) -> int | None:
+        before = self._resident()
+        obj = self.backend.allocate(_shape(), _torch().uint8, busy_loop=False)
+        evicted.extend(sorted(before - self._resident(), key=repr))
+        if obj is None:
+            return None
+        self.writing.setdefault(key, []).append((self.resets, obj))
+        return int(obj.metadata.address // CHUNK_BYTES)
 
     def complete_store(
         self, keys: Sequence[Key], success: bool, ticket: int | None
     ) -> Completion | None:
-        for key in dict.fromkeys(keys):
-            held = self.writing.get(key)
-            if not held:
-                continue
-            obj = _take(held, self.resets)
+        for key, obj in self._taken(self.writing, keys):
             if success:
                 self.backend.submit_put_task(self.keys(key), obj)
             obj.ref_count_down()
@@ -401,46 +416,30 @@ class DiskAdapter(_Base):
         self.slot[key] = slot
         return slot
 
-    def prepare_store(self, keys: Sequence[Key]) -> StoreOutcome:
-        stored: list[Key] = []
-        slots: list[int] = []
-        evicted: list[Key] = []
-        full = False
-        for key in dict.fromkeys(keys):
-            raw = self.keys(key)
-            if self.backend.contains(raw) or self.backend.exists_in_put_tasks(raw):
-                continue
-            before = self._resident()
-            obj = self.staging.allocate(_shape(), _torch().uint8, busy_loop=False)
-            if obj is None:
-                raise RuntimeError("the disk backend's staging pool is exhausted")
-            write = _Write()
+    def _store_one(self, key: Key, raw: Any, evicted: list[Key]) -> int | None:
+        before = self._resident()
+        obj = self.staging.allocate(_shape(), _torch().uint8, busy_loop=False)
+        if obj is None:
+            raise RuntimeError("the disk backend's staging pool is exhausted")
+        write = _Write()
+        with self._lock:
+            self.writes[self.backend._key_to_path(raw)] = write
+        self.backend.submit_put_task(raw, obj, on_complete_callback=lambda _k, w=write:
+                                     w.done.set())
+        obj.ref_count_down()
+        evicted.extend(sorted(before - self._resident(), key=repr))
+        self._renumber()
+        if not self.backend.exists_in_put_tasks(raw):
             with self._lock:
-                self.writes[self.backend._key_to_path(raw)] = write
-            self.backend.submit_put_task(raw, obj, on_complete_callback=lambda _k, w=write:
-                                         w.done.set())
-            obj.ref_count_down()
-            gone = sorted(before - self._resident(), key=repr)
-            evicted.extend(gone)
-            self._renumber()
-            if not self.backend.exists_in_put_tasks(raw):
-                with self._lock:
-                    self.writes.pop(self.backend._key_to_path(raw), None)
-                full = True
-                break  # one chunk at a time, as on the CPU backend
-            self.pending.setdefault(key, []).append((self.resets, write))
-            stored.append(key)
-            slots.append(self._new_slot(key))
-        return _outcome(stored, slots, evicted, full)
+                self.writes.pop(self.backend._key_to_path(raw), None)
+            return None  # one chunk at a time, as on the CPU backend
+        self.pending.setdefault(key, []).append((self.resets, write))
+        return self._new_slot(key)
 
     def complete_store(
         self, keys: Sequence[Key], success: bool, ticket: int | None
     ) -> Completion | None:
-        for key in dict.fromkeys(keys):
-            queue = self.pending.get(key)
-            if not queue:
-                continue
-            write = _take(queue, self.resets)
+        for key, write in self._taken(self.pending, keys):
             write.success = success
             write.go.set()
             if not write.done.wait(WAIT_S):

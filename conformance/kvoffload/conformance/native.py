@@ -102,7 +102,7 @@ class NativeAdapter:
 
 def _slots(slots: object) -> tuple[int, ...]:
     try:
-        return tuple(int(s) for s in slots)  # type: ignore[attr-defined]  # any iterable; checked by the except
+        return tuple(map(int, slots))  # type: ignore[call-overload]  # any iterable; checked by the except
     except (TypeError, ValueError) as error:
         raise Untranslatable("slots", f"slots {slots!r} are not integers") from error
 

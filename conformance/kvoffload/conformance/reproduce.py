@@ -9,25 +9,27 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kvoffload.spec import Call, Policy
+from kvoffload.spec import Call
 
-from .config import DEFAULT_CALL_TIMEOUT, CheckConfig, Level, Profile
+from .config import CheckConfig
 from .guard import timed_calls
 from .lockstep import replay
 from .targets import prepare
 
+REPLAY_OPTIONS = ("profile", "policy", "level", "assume", "capacity", "adapter",
+                  "call_timeout")
+"""The options of a report's ``configuration`` that a replay uses (the rest steer the
+search, which a replay does not run)."""
+
 
 def config_from(values: Mapping[str, Any]) -> CheckConfig:
-    """A CheckConfig from the plain values of a report's ``configuration``."""
-    return CheckConfig(
-        profile=Profile(values.get("profile", "strict")),
-        policy=Policy(values.get("policy", "lru")),
-        level=Level(values.get("level", "any")),
-        assume=tuple(values.get("assume", ())),
-        capacity=int(values.get("capacity", 4)),
-        adapter=str(values.get("adapter", "auto")),
-        call_timeout=float(values.get("call_timeout", DEFAULT_CALL_TIMEOUT)),
-    )
+    """A CheckConfig from the plain values of a report's ``configuration``, parsed as
+    ``check()`` parses its keywords.
+
+    raises: UsageError, naming the option and what it accepts
+    """
+    return CheckConfig.from_options(
+        **{name: values[name] for name in REPLAY_OPTIONS if name in values}, spelling="")
 
 
 @timed_calls

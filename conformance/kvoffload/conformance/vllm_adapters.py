@@ -175,12 +175,20 @@ def _capacity_builder(cls: type, config: CheckConfig) -> Callable[[int], Any]:
 
 
 class VllmAdapter:
-    """One vLLM manager instance seen through the spec's vocabulary."""
+    """One vLLM manager instance seen through the spec's vocabulary.
 
-    def __init__(self, manager: Any, era: str) -> None:
+    ``raw_keys``: the keys given are vLLM ``OffloadKey`` bytes already, passed as they
+    are (the benchmark's trace); otherwise each key's text plus group index 0.
+    :attr:`req_context`, when set, is the ``ReqContext`` every call gets (a scheduler's
+    per-request context); left None, each call gets a fresh one.
+    """
+
+    def __init__(self, manager: Any, era: str, *, raw_keys: bool = False) -> None:
         self.manager = manager
         self.name = era
         self.era = era
+        self.raw_keys = raw_keys
+        self.req_context: Any = None
         cls = type(manager)
         self._context_cls = _vllm_name(cls, "ReqContext") if era != "vllm-int" else None
         self._takes_context = {name: any(p.name == "req_context" for p in
@@ -204,6 +212,8 @@ class VllmAdapter:
     # --- translation ---------------------------------------------------------------
 
     def _encode(self, key: Key) -> bytes:
+        if self.raw_keys and isinstance(key, bytes):
+            return key
         raw = self._raw.get(key)
         if raw is None:
             raw = str(key).encode() + (b"" if self.era == "vllm-int" else bytes(4))
@@ -218,6 +228,8 @@ class VllmAdapter:
         return [self._encode(k) for k in keys]
 
     def _context(self) -> Any:
+        if self.req_context is not None:
+            return self.req_context
         cls = self._context_cls
         if cls is None:
             raise TargetLoadError("this vLLM manager's package has no ReqContext class")

@@ -1,0 +1,30 @@
+"""Hypothesis strategies shared by the spec's property tests."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from kvoffload.spec import COMPLETIONS, Call, Op
+
+
+def calls(keys: str, max_keys: int, max_ticket: int) -> st.SearchStrategy[Call]:
+    """Any call of any operation on keys drawn from ``keys``: at most ``max_keys`` keys
+    a call, completions with or without a ticket up to ``max_ticket`` (a load always
+    succeeds; a store may fail)."""
+    names = st.sampled_from(keys)
+
+    @st.composite
+    def call(draw: st.DrawFn) -> Call:
+        op = draw(st.sampled_from(list(Op)))
+        if op is Op.LOOKUP:
+            return Call(op, (draw(names),))
+        if op in (Op.RESET_CACHE, Op.TAKE_EVENTS):
+            return Call(op)
+        chosen = tuple(draw(st.lists(names, max_size=max_keys)))
+        if op in COMPLETIONS:
+            success = op is Op.COMPLETE_LOAD or draw(st.booleans())
+            ticket = draw(st.none() | st.integers(0, max_ticket))
+            return Call(op, chosen, success=success, ticket=ticket)
+        return Call(op, chosen)
+
+    return call()
