@@ -68,7 +68,8 @@ struct Toy {
     int needed = fresh.size(), available = free.size() + candidates.size();
     if (needed > available) return {{"rejected", true}, {"needed", needed}, {"available", available}};
     std::vector<Key> evicted;
-    for (int i = 0; i < needed - (int)free.size(); ++i) {
+    const int to_evict = needed - (int)free.size();  // free grows as victims go
+    for (int i = 0; i < to_evict; ++i) {
       Key v = candidates[i];
       free.push_back(table[v].slot);
       table.erase(v);
@@ -118,14 +119,16 @@ struct Toy {
     return {{"keys", as_json(once)}, {"slots", slots}, {"ticket", ticket}};
   }
   json complete_load(const std::vector<Key>& keys, const json& ticket) {
+    std::vector<Key> once;  // a key named twice is completed once
+    for (auto& k : keys)
+      if (std::find(once.begin(), once.end(), k) == once.end()) once.push_back(k);
     if (ticket.is_null())
-      for (auto& k : keys) {
-        auto n = std::count(keys.begin(), keys.end(), k);
+      for (auto& k : once) {
         auto it = table.find(k);
-        if (it == table.end() || (long)it->second.loads.size() < n) throw std::string("unmatched-complete-load");
+        if (it == table.end() || it->second.loads.empty()) throw std::string("unmatched-complete-load");
       }
     json done = {{"applied", json::array()}, {"released", json::array()}, {"ignored", json::array()}};
-    for (auto& k : keys) {
+    for (auto& k : once) {
       auto it = table.find(k);
       std::deque<long>* loads = it == table.end() ? nullptr : &it->second.loads;
       auto pos = loads ? (ticket.is_null() ? loads->begin()

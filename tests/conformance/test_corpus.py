@@ -14,9 +14,14 @@ from kvoffload.conformance.cli import main
 from kvoffload.conformance.config import CheckConfig, Level
 from kvoffload.conformance.corpus import (
     CORPUS_VERSION,
+    MAX_CALLS,
     SCHEMA_FILE,
     case_json,
+    counterexample_cases,
     load_cases,
+    modelcheck_data,
+    modelcheck_traces,
+    tiny_cases,
     tiny_traces,
     write_corpus,
 )
@@ -24,15 +29,20 @@ from kvoffload.conformance.corpus_replay import replay_corpus
 from kvoffload.conformance.selftest import CATALOGUE
 from kvoffload.spec import Call, Op, Policy
 
-NOT_COVERED = {"ArcNoAdaptation", "ArcGhostHitToT1", "ArcRejectsWithEvictable"}
-"""Seeded variants no corpus case kills yet (ARC's adaptation, ghost hits and REPLACE need
-deeper traces than the random search reaches; docs/corpus.md)."""
+FIXTURE_MAX_CALLS = 3
+"""The corpus these tests write holds the model checker's traces of up to 3 calls (all
+6: ``kvoffload corpus write`` by default, 13,304 cases; replaying it against every
+seeded variant takes minutes)."""
+
+ARC_VARIANTS = {"ArcNoAdaptation", "ArcGhostHitToT1", "ArcRejectsWithEvictable"}
+"""Seeded variants random traces do not kill: the model checker's bounded refinement
+gives their cases (``kills`` in corpus_modelcheck.json)."""
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("corpus")
-    write_corpus(directory, depth=2)
+    write_corpus(directory, depth=2, max_calls=FIXTURE_MAX_CALLS)
     return directory
 
 
@@ -57,10 +67,54 @@ def test_the_schema_rejects_a_malformed_case(corpus: Path) -> None:
 def test_index_counts_each_source(corpus: Path) -> None:
     index = json.loads((corpus / "index.json").read_text(encoding="utf-8"))
     assert index["corpus_version"] == CORPUS_VERSION
-    assert index["counts"]["tiny"] == len(tiny_traces(2)) == 313
+    assert index["counts"]["enumerated"] == len(tiny_traces(2)) == 313
+    assert index["counts"]["tiny"] == len(list(tiny_cases(FIXTURE_MAX_CALLS))) == 570
+    assert index["counts"]["counterexample"] == 22
     assert index["counts"]["scenario"] >= 19
-    assert index["counts"]["engines"] >= 17
-    assert index["counts"]["selftest"] >= 20
+    assert index["counts"]["engines"] >= 18
+    assert index["counts"]["selftest"] >= 28
+
+
+def test_the_model_checker_traces_go_to_6_calls() -> None:
+    """corpus_modelcheck.json holds, per search, one trace per node class x call class
+    within 6 calls (python proofs/corpus_traces.py): 2,976 (LRU, tickets), 8,350 (LRU,
+    vLLM's completions), 5,777 (ARC, tickets)."""
+    data = modelcheck_data()
+    assert data["max_calls"] == MAX_CALLS == 6
+    per_search: dict[str, int] = {}
+    longest = 0
+    for search, _, calls in modelcheck_traces(6, data):
+        per_search[search] = per_search.get(search, 0) + 1
+        longest = max(longest, len(calls))
+    assert per_search == {"lru-ticket": 2976, "lru-vllm": 8350, "arc-ticket": 5777}
+    assert longest == 6
+    assert sum(1 for _ in modelcheck_traces(1, data)) == 3 * 15
+    with pytest.raises(ValueError, match="up to 6 calls"):
+        next(modelcheck_traces(7, data))
+
+
+def test_tiny_cases_are_distinct_up_to_renaming() -> None:
+    cases = list(tiny_cases(4))
+    shapes = [(c["policy"] if c["level"] == "exact" else "",
+               json.dumps([s["call"] for s in c["steps"]])) for c in cases]
+    assert len(shapes) == len(set(shapes))
+    renamed = [Call(Op.PREPARE_STORE, ("b",)), Call(Op.LOOKUP, ("b",))]
+    first = [Call(Op.PREPARE_STORE, ("a",)), Call(Op.LOOKUP, ("a",))]
+    steps = [[s["call"] for s in c["steps"]] for c in cases]
+    assert [s["call"] for s in case_json("x", "tiny", "", 2, Policy.LRU, first)["steps"]] \
+        in steps
+    assert [s["call"] for s in case_json("x", "tiny", "", 2, Policy.LRU, renamed)["steps"]] \
+        not in steps
+
+
+def test_every_mutant_and_hazard_counterexample_is_a_case() -> None:
+    names = {c["name"] for c in counterexample_cases()}
+    checks = {f["check"] for f in modelcheck_data()["counterexamples"]}
+    assert "counterexample-mutant-LookupPendingAsMiss" in names
+    assert "counterexample-hazard-reset-without-hold-back" in names
+    assert {c for c in checks if c.startswith(("mutant:", "hazard:"))} == {
+        c for c in checks if ":" in c and not c.startswith("spec-")}
+    assert len(names) == len(checks) == 22
 
 
 def test_slots_and_tickets_are_symbolic() -> None:
@@ -106,12 +160,21 @@ def test_the_reference_passes_every_case(
     assert " 0 failed" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("entry", [e for e in CATALOGUE if e.kind == "variant"
-                                   and e.cls not in NOT_COVERED], ids=lambda e: e.label)
+VARIANTS = [e for e in CATALOGUE if e.kind == "variant"]
+
+
+def test_the_arc_variants_are_self_test_variants() -> None:
+    assert {e.cls for e in VARIANTS} >= ARC_VARIANTS
+
+
+@pytest.mark.parametrize("entry", VARIANTS, ids=lambda e: e.label)
 def test_each_seeded_variant_fails_a_case(corpus: Path, entry: Any) -> None:
     config = CheckConfig(policy=entry.policy, level=entry.level)
     outcome = replay_corpus(corpus, entry.target, config)
     assert outcome.failed, f"{entry.label} passed every case"
+    if entry.cls in ARC_VARIANTS:
+        killing = f"selftest-{entry.cls}-{entry.policy.value}-{entry.level.value}"
+        assert killing in {name for name, _, _ in outcome.failed}
 
 
 def test_replay_exits_1_on_a_failure(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -138,3 +201,11 @@ def test_unreadable_corpus_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture
     (tmp_path / "index.json").write_text('{"corpus_version": 99, "cases": []}')
     assert main(["corpus", "replay", str(tmp_path)]) == 2
     assert "version 99" in capsys.readouterr().err
+
+
+def test_write_refuses_traces_longer_than_the_committed_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["corpus", "write", str(tmp_path), "--max-calls", "7"]) == 2
+    assert "--max-calls must be 0 to 6" in capsys.readouterr().err
+    assert len(list(tiny_cases(1))) == 18  # 15 per search, merged up to renaming

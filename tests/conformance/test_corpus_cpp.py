@@ -34,7 +34,7 @@ def replayer(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("corpus")
-    write_corpus(directory, depth=2, selftest=False)
+    write_corpus(directory, depth=2, selftest=False, max_calls=4)
     return directory
 
 

@@ -20,9 +20,17 @@ what a target may choose is written as a constraint:
   skip the case (it makes a call they rule out).
 
 Sources (``source`` field): ``scenario`` (the spec's scenario vectors), ``engines``
-(counterexamples recorded in docs/engines.md), ``tiny`` (every trace of up to
-``--depth`` calls at the model checker's TINY bound: capacity 2, keys a, b, c, one
-reset, calls of at most 2 keys; deduplicated up to renaming of keys, slots and tickets).
+(counterexamples recorded in docs/engines.md), ``selftest`` (a trace killing each seeded
+variant of ``kvoffload check --self-test``), ``counterexample`` (the model checker's
+shortest counterexample for each mutant and hazard), ``tiny`` (every trace of up to
+``--max-calls`` calls, 6 by default, at the model checker's TINY bound, deduplicated up
+to renaming of keys and slots as the model checker deduplicates states), and, with
+``--depth N``, ``enumerated`` (literally every call sequence of up to N calls at TINY,
+up to renaming of keys and tickets).
+
+The model checker lives in ``proofs/``, which is not installed and which nothing here
+imports: its traces are committed as calls (no answers) in ``corpus_modelcheck.json``,
+written by ``python proofs/corpus_traces.py``; every answer is computed here, by the spec.
 """
 
 from __future__ import annotations
@@ -57,6 +65,10 @@ from kvoffload.spec.scenarios import SCENARIOS
 
 CORPUS_VERSION = 1
 SCHEMA_FILE = Path(__file__).with_name("corpus_schema.json")
+MODELCHECK_FILE = Path(__file__).with_name("corpus_modelcheck.json")
+"""The model checker's traces (``python proofs/corpus_traces.py`` writes it)."""
+MAX_CALLS = 6
+"""The longest model-checker trace ``corpus_modelcheck.json`` holds."""
 TINY_KEYS = ("a", "b", "c")
 TINY_CAPACITY = 2
 TINY_WIDTH = 2
@@ -204,6 +216,10 @@ ENGINE_TRACES: tuple[tuple[str, str, int, tuple[Call, ...]], ...] = (
      "not bring its chunk back", 1, (_c(PS, "a"), _c(R), _c(CS, "a"), _c(L, "a"))),
     ("lmcache-cpu-clear-while-read", "LMCache CPU: a reset drops a chunk being read", 1,
      (_c(PS, "a"), _c(CS, "a"), _c(PL, "a"), _c(R), _c(L, "a"))),
+    ("lmcache-cpu-load-after-clear-while-read", "LMCache CPU (--profile safe, misuse): a "
+     "chunk being read survives clear(), so a second read after the reset is accepted; "
+     "the spec's reset dropped it, and the read must be refused", 1,
+     (_c(PS, "a"), _c(CS, "a"), _c(PL, "a"), _c(R), _c(PL, "a"))),
     ("lmcache-cpu-store-while-storing", "a second store of a key being stored stores "
      "nothing", 2, (_c(PS, "a"), _c(PS, "a"))),
     ("lmcache-cpu-read-refreshes-lru", "LRU: a read makes its key most recently used", 2,
@@ -320,22 +336,86 @@ def tiny_traces(depth: int) -> list[tuple[Call, ...]]:
     return traces
 
 
-def tiny_cases(depth: int) -> Iterator[dict[str, Any]]:
+def enumerated_cases(depth: int) -> Iterator[dict[str, Any]]:
     for number, calls in enumerate(tiny_traces(depth)):
-        yield case_json(f"tiny-{len(calls)}-{number:06d}", "tiny",
+        yield case_json(f"enumerated-{len(calls)}-{number:06d}", "enumerated",
                         f"trace {number} of up to {depth} calls at TINY", TINY_CAPACITY,
                         Policy.LRU, calls)
 
 
-def all_cases(depth: int, selftest: bool = True) -> Iterator[dict[str, Any]]:
+# --- the model checker's traces (committed; proofs/corpus_traces.py) ---------------------
+
+def _decode(data: Sequence[Any]) -> Call:
+    op, keys, success, ticket = data
+    return Call(Op(op), tuple(keys), success=success, ticket=ticket)
+
+
+def modelcheck_data() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(MODELCHECK_FILE.read_text(encoding="utf-8"))
+    return data
+
+
+def modelcheck_traces(max_calls: int = MAX_CALLS, data: dict[str, Any] | None = None
+                      ) -> Iterator[tuple[str, Policy, tuple[Call, ...]]]:
+    """The model checker's TINY traces of up to ``max_calls`` calls: per search (LRU and
+    ARC with tickets, LRU with vLLM's completions), a shortest trace to each node class
+    found within ``max_calls - 1`` calls, then each call class made there."""
+    if not 0 <= max_calls <= MAX_CALLS:
+        raise ValueError(f"the model checker's traces go up to {MAX_CALLS} calls, "
+                         f"not {max_calls}")
+    data = modelcheck_data() if data is None else data
+    for name, tree in data["tiny"].items():
+        paths: list[tuple[Call, ...]] = [()]
+        for parent, call in tree["nodes"][1:]:
+            paths.append((*paths[parent], _decode(call)))
+        for node, call in tree["cases"]:
+            if len(paths[node]) < max_calls:
+                yield name, Policy(tree["policy"]), (*paths[node], _decode(call))
+
+
+def tiny_cases(max_calls: int = MAX_CALLS) -> Iterator[dict[str, Any]]:
+    """One case per model-checker trace, deduplicated across the searches: two traces
+    equal up to renaming of keys and tickets give one case (at level any the policy
+    makes no difference; a case at level exact is kept per policy)."""
+    seen: set[tuple[object, ...]] = set()
+    number = 0
+    for search, policy, calls in modelcheck_traces(max_calls):
+        shape = _canonical(calls)
+        if shape in seen or (policy.value, shape) in seen:
+            continue
+        case = case_json(f"tiny-{len(calls)}-{number:05d}", "tiny",
+                         f"model checker, TINY, {search}: trace {number} of up to "
+                         f"{max_calls} calls", TINY_CAPACITY, policy, calls)
+        seen.add(shape if case["level"] == "any" else (policy.value, shape))
+        number += 1
+        yield case
+
+
+def counterexample_cases() -> Iterator[dict[str, Any]]:
+    """The model checker's shortest counterexample of every check that must find one
+    (its mutants and hazards), with the spec's answers: for a spec mutant the trace is
+    the one that shows the mutant's answer differing from these."""
+    for found in modelcheck_data()["counterexamples"]:
+        name = found["check"].replace(":", "-").replace("+", "-")
+        yield case_json(f"counterexample-{name}", "counterexample",
+                        f"{found['about']} (python proofs/check.py --check {found['check']}"
+                        f": {found['property']})", found["capacity"],
+                        Policy(found["policy"]), [_decode(c) for c in found["calls"]])
+
+
+def all_cases(depth: int = 0, selftest: bool = True, max_calls: int = MAX_CALLS
+              ) -> Iterator[dict[str, Any]]:
     yield from scenario_cases()
     yield from engine_cases()
     if selftest:
         yield from selftest_cases()
-    yield from tiny_cases(depth)
+    yield from counterexample_cases()
+    yield from tiny_cases(max_calls)
+    yield from enumerated_cases(depth)
 
 
-def write_corpus(directory: Path, depth: int = 3, selftest: bool = True) -> dict[str, int]:
+def write_corpus(directory: Path, depth: int = 0, selftest: bool = True,
+                 max_calls: int = MAX_CALLS) -> dict[str, int]:
     """Write the corpus under ``directory``; returns how many cases each source gave."""
     cases = directory / "cases"
     cases.mkdir(parents=True, exist_ok=True)
@@ -343,14 +423,15 @@ def write_corpus(directory: Path, depth: int = 3, selftest: bool = True) -> dict
         old.unlink()
     counts: dict[str, int] = {}
     names = []
-    for case in all_cases(depth, selftest):
+    for case in all_cases(depth, selftest, max_calls):
         (cases / f"{case['name']}.json").write_text(json.dumps(case, indent=1) + "\n",
                                                     encoding="utf-8")
         counts[case["source"]] = counts.get(case["source"], 0) + 1
         names.append(case["name"])
     (directory / "schema.json").write_text(SCHEMA_FILE.read_text(encoding="utf-8"),
                                            encoding="utf-8")
-    index = {"corpus_version": CORPUS_VERSION, "tiny_depth": depth, "counts": counts,
+    index = {"corpus_version": CORPUS_VERSION, "tiny_max_calls": max_calls,
+             "enumerated_depth": depth, "counts": counts,
              "cases": names}
     (directory / "index.json").write_text(json.dumps(index, indent=1) + "\n",
                                           encoding="utf-8")
@@ -433,14 +514,31 @@ def _shrink(calls: tuple[Call, ...], fails: Any) -> tuple[Call, ...]:
 
 def selftest_cases(tries: int = SELFTEST_TRIES) -> Iterator[dict[str, Any]]:
     """For each seeded variant of ``kvoffload check --self-test``: the first random trace
-    (fixed seeds) it fails, shrunk; variants no trace kills within ``tries`` give none."""
+    (fixed seeds) it fails, shrunk; for the ARC variants random traces do not reach
+    (``kills`` in ``corpus_modelcheck.json``), the model checker's shortest one. Variants
+    no trace kills within ``tries`` give none."""
     from .selftest import CATALOGUE
 
+    kills = {k["variant"]: k for k in modelcheck_data()["kills"]}
     for entry in CATALOGUE:
-        if entry.kind == "variant":
-            case = _killing_case(entry, tries)
-            if case is not None:
-                yield case
+        if entry.kind != "variant":
+            continue
+        kill = kills.get(entry.cls)
+        if kill is not None and kill["policy"] == entry.policy.value:
+            yield case_json(_selftest_name(entry), "selftest",
+                            f"kills the seeded variant {entry.cls} ({entry.policy.value}, "
+                            f"level {entry.level.value}): the first call on which it and "
+                            f"the spec differ in a bounded refinement at TINY",
+                            kill["capacity"], entry.policy,
+                            [_decode(c) for c in kill["calls"]])
+            continue
+        case = _killing_case(entry, tries)
+        if case is not None:
+            yield case
+
+
+def _selftest_name(entry: Any) -> str:
+    return f"selftest-{entry.cls}-{entry.policy.value}-{entry.level.value}"
 
 
 def _killing_case(entry: Any, tries: int) -> dict[str, Any] | None:
@@ -465,7 +563,7 @@ def _killing_case(entry: Any, tries: int) -> dict[str, Any] | None:
         calls = random_trace(rng, capacity, entry.policy, 12)
         if fails(calls, capacity):
             calls = _shrink(calls, lambda c, n=capacity: fails(c, n))
-            return case_json(f"selftest-{entry.cls}-{entry.policy.value}-{entry.level.value}",
+            return case_json(_selftest_name(entry),
                              "selftest", f"kills the seeded variant {entry.cls} "
                              f"({entry.policy.value}, level {entry.level.value})",
                              capacity, entry.policy, calls)

@@ -1,0 +1,51 @@
+"""The corpus's LMCache cases replayed on LMCache 0.5.6's real CPU backend (marker
+``lmcache``; skipped without LMCache 0.5.6, failed instead under CI=true)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kvoffload.conformance.config import CheckConfig
+from kvoffload.conformance.corpus import engine_cases
+from kvoffload.conformance.corpus_replay import applies, make_driver, replay_case
+from kvoffload.conformance.lmcache_loader import installed_version
+
+pytestmark = pytest.mark.lmcache
+
+
+@pytest.fixture(autouse=True)
+def _lmcache_installed() -> None:
+    have = installed_version()
+    if have != "0.5.6":
+        reason = f"LMCache 0.5.6 is not installed (found {have}): pip install -e '.[lmcache]'"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason} (under CI a green run may not hide a missing install)")
+        pytest.skip(reason)
+
+
+def _case(name: str) -> dict[str, object]:
+    return next(c for c in engine_cases() if c["name"] == f"engines-{name}")
+
+
+def test_load_after_clear_while_read_fails_on_the_cpu_backend() -> None:
+    """docs/engines.md, `--profile safe`, `misuse`: prepare_store, complete_store,
+    prepare_load, reset_cache, prepare_load of 'a' on 1 chunk. clear() skips a chunk
+    whose ref_count is above 1, so LMCache reads it again; the spec refuses the load."""
+    case = _case("lmcache-cpu-load-after-clear-while-read")
+    config = CheckConfig.from_options(profile="safe", adapter="lmcache-cpu",
+                                      max_keys_per_call="1")
+    assert applies(case, config) is None
+    failed = replay_case(case, make_driver("lmcache==0.5.6", config))
+    assert failed is not None
+    step, why = failed
+    assert step == 5
+    assert "must be rejected with [load-not-ready]" in why
+
+
+def test_the_same_trace_is_assumed_away_under_no_reset_in_flight() -> None:
+    case = _case("lmcache-cpu-load-after-clear-while-read")
+    config = CheckConfig.from_options(profile="safe", adapter="lmcache-cpu",
+                                      assume=["no-reset-in-flight"])
+    assert applies(case, config) == "assumed away: no-reset-in-flight"
