@@ -1,6 +1,6 @@
 """Model-checking speed: distinct states per second, and rumur on the same model side by side.
 
-For each preset, the spec with LRU and reset-safe completions (``spec-lru``) is
+For each preset, the spec with LRU and ticket completions (``spec-lru``) is
 explored by the Python checker (``proofs/check.py``) and, in the same run, the same
 model written in Murphi (``proofs/murphi/kvoffload_lru.m``) is generated, compiled and
 checked by rumur. Both keep one state per class of states equal up to renaming keys and
@@ -49,7 +49,7 @@ def main() -> int:
         print("rumur is not installed (apt-get install -y rumur): Python figures only")
     for name in args.presets:
         bounds = PRESETS[name]
-        print(f"{name.upper()}: {bounds.describe()}; model spec-lru (LRU, reset-safe "
+        print(f"{name.upper()}: {bounds.describe()}; model spec-lru (LRU, ticket "
               "completions)")
         ours = explore(CHECKS_BY_NAME["spec-lru"].setup, bounds)
         print(_row("proofs/check.py (Python BFS, symmetry)", ours.states, ours.seconds,
@@ -71,7 +71,7 @@ def main() -> int:
                       f"{theirs.run_seconds / ours.seconds:.2f}x)")
     if args.arc:
         arc = explore(CHECKS_BY_NAME["spec-arc"].setup, PRESETS["tiny"])
-        print("TINY: spec-arc (ARC, reset-safe completions)")
+        print("TINY: spec-arc (ARC, ticket completions)")
         print(_row("proofs/check.py (Python BFS, symmetry)", arc.states, arc.seconds,
                    f"{arc.transitions:,} calls, verdict {arc.verdict}"))
     return 0

@@ -1,6 +1,6 @@
 """The independent cross-check: the same model written in Murphi, checked by rumur.
 
-``proofs/murphi/kvoffload_lru.m`` is the spec (LRU, reset-safe completions) written
+``proofs/murphi/kvoffload_lru.m`` is the spec (LRU, ticket completions) written
 again by hand for rumur (Debian package ``rumur``). Its keys and slots are scalarsets,
 and with ``--symmetry-reduction exhaustive`` rumur keeps exactly one state per class of
 states equal up to renaming keys and slots, as :mod:`.symmetry` does: so the two state
