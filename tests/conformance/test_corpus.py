@@ -14,10 +14,13 @@ from kvoffload.conformance.cli import main
 from kvoffload.conformance.config import CheckConfig, Level
 from kvoffload.conformance.corpus import (
     CORPUS_VERSION,
+    ENGINE_TRACES,
     MAX_CALLS,
     SCHEMA_FILE,
     case_json,
     counterexample_cases,
+    engine_cases,
+    engines_data,
     load_cases,
     modelcheck_data,
     modelcheck_traces,
@@ -25,7 +28,7 @@ from kvoffload.conformance.corpus import (
     tiny_traces,
     write_corpus,
 )
-from kvoffload.conformance.corpus_replay import replay_corpus
+from kvoffload.conformance.corpus_replay import applies, make_driver, replay_case, replay_corpus
 from kvoffload.conformance.selftest import CATALOGUE
 from kvoffload.spec import Call, Op, Policy
 
@@ -71,7 +74,7 @@ def test_index_counts_each_source(corpus: Path) -> None:
     assert index["counts"]["tiny"] == len(list(tiny_cases(FIXTURE_MAX_CALLS))) == 570
     assert index["counts"]["counterexample"] == 22
     assert index["counts"]["scenario"] >= 19
-    assert index["counts"]["engines"] >= 18
+    assert index["counts"]["engines"] == len(ENGINE_TRACES) + 130 == 148
     assert index["counts"]["selftest"] >= 28
 
 
@@ -115,6 +118,53 @@ def test_every_mutant_and_hazard_counterexample_is_a_case() -> None:
     assert {c for c in checks if c.startswith(("mutant:", "hazard:"))} == {
         c for c in checks if ":" in c and not c.startswith("spec-")}
     assert len(names) == len(checks) == 22
+
+
+ENGINES_PAGE = Path(__file__).parents[2] / "docs" / "engines.md"
+
+
+def _failure_rows() -> list[str]:
+    """The rows of docs/engines.md's failures tables (one per listed counterexample)."""
+    rows, inside = [], False
+    for line in ENGINES_PAGE.read_text(encoding="utf-8").splitlines():
+        if line.startswith("| run | property | shrunk trace |"):
+            inside = True
+        elif inside and line.startswith("| ") and not line.startswith("| ---"):
+            rows.append(line)
+        elif not line.startswith("| ---"):
+            inside = False
+    return rows
+
+
+def test_every_counterexample_of_the_engines_page_is_a_case() -> None:
+    entries = engines_data()["counterexamples"]
+    rows = _failure_rows()
+    assert len(rows) == len(entries) == 130
+    for row, entry in zip(rows, entries, strict=True):
+        cells = row.split(" | ")
+        assert cells[1] == f"`{entry['property']}`", (row, entry["name"])
+        slots = entry["capacity"]
+        assert cells[2].endswith(f"(tier of {slots} slot{'' if slots == 1 else 's'})")
+        assert cells[2].count("`") == 2 * len(entry["calls"]), entry["name"]
+    cases = {c["name"]: c for c in engine_cases() if c["source"] == "engines"}
+    for entry in entries:
+        case = cases[f"engines-{entry['name']}"]
+        assert len(case["steps"]) == len(entry["calls"])
+        assert case["run"] == {f: entry[f] for f in ("profile", "policy", "level", "assume")}
+    misuse = [c for c in cases.values() if any(s["expect"]["kind"] == "error"
+                                               for s in c["steps"])]
+    assert misuse, "traces the spec rejects as misuse stay cases (their answer: the family)"
+
+
+@pytest.mark.parametrize(("level", "policy"), [("any", "lru"), ("exact", "lru"),
+                                               ("exact", "arc")])
+def test_the_reference_passes_every_engines_case(level: str, policy: str) -> None:
+    config = CheckConfig.from_options(level=level, policy=policy)
+    build = make_driver("kvoffload.impl:OffloadManager", config)
+    replayed = [c for c in engine_cases() if applies(c, config) is None]
+    assert len(replayed) >= 143
+    failed = [(c["name"], replay_case(c, build)) for c in replayed]
+    assert [(name, why) for name, why in failed if why is not None] == []
 
 
 def test_slots_and_tickets_are_symbolic() -> None:
@@ -209,3 +259,26 @@ def test_write_refuses_traces_longer_than_the_committed_ones(
     assert main(["corpus", "write", str(tmp_path), "--max-calls", "7"]) == 2
     assert "--max-calls must be 0 to 6" in capsys.readouterr().err
     assert len(list(tiny_cases(1))) == 18  # 15 per search, merged up to renaming
+
+
+def test_a_plan_with_extra_slots_fails_the_case_instead_of_crashing() -> None:
+    """Regression: vLLM 0.18 to 0.21 answer prepare_load(['a', 'a']) with a slot per
+    name (docs/engines.md, ``unique-keys`` dropped); the replayer raised ValueError
+    from zip() instead of failing the case."""
+    from dataclasses import replace
+
+    from kvoffload.conformance.config import Profile
+    from kvoffload.conformance.corpus_replay import NativeDriver
+    from kvoffload.impl import OffloadManager
+
+    class ExtraLoadSlot(OffloadManager):
+        def prepare_load(self, keys: Any) -> Any:
+            plan = super().prepare_load(keys)
+            return replace(plan, slots=(*plan.slots, *plan.slots))
+
+    calls = [Call(Op.PREPARE_STORE, ("a",)), Call(Op.COMPLETE_STORE, ("a",)),
+             Call(Op.PREPARE_LOAD, ("a",))]
+    case = case_json("extra", "engines", "", 1, Policy.LRU, calls)
+    assert replay_case(case, lambda n: NativeDriver(OffloadManager(n), Profile.STRICT)) is None
+    failed = replay_case(case, lambda n: NativeDriver(ExtraLoadSlot(n), Profile.STRICT))
+    assert failed == (3, "prepare_load must give 1 slot(s); the target gave 2: [0, 0]")

@@ -3,17 +3,30 @@ built from the reports those runs write."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from kvoffload.conformance.engines_page import RUNS, Run, load, render, splice
+from kvoffload.conformance.engines_page import (
+    RUNS,
+    Run,
+    corpus_entries,
+    load,
+    render,
+    splice,
+    write_corpus_data,
+)
 from kvoffload.conformance.engines_text import LMCACHE_HEADING, LMCACHE_MEANING
 
 
 def failing(*props: str) -> dict[str, Any]:
-    trace = [{"text": "prepare_store(['a'])", "drain": False},
-             {"text": "lookup('a')", "drain": False}]
+    trace = [{"op": "prepare_store", "keys": ["a"], "success": True, "ticket": None,
+              "job": None, "text": "prepare_store(['a'])", "drain": False},
+             {"op": "lookup", "keys": ["a"], "success": True, "ticket": None, "job": None,
+              "text": "lookup('a')", "drain": False}]
     return {"verdict": "fails", "adapter": {"name": "vllm-bool"},
+            "configuration": {"profile": "strict", "policy": "lru", "level": "any",
+                              "assume": ["unique-keys"]},
             "violations": [{"property": p, "trace": trace, "capacity": 1,
                             "message": f"{p} broke", "flaky": p == "events",
                             "reproduced": 3, "replays": 5} for p in props]}
@@ -68,3 +81,26 @@ def test_only_one_engines_section_is_replaced() -> None:
     assert new == render(results)
     assert new.startswith(render(results, ["vllm"]))
     assert splice(new, "vllm", "V\n") == "V\n" + render(results, ["lmcache"])
+
+
+def test_every_listed_counterexample_becomes_corpus_data(tmp_path: Path) -> None:
+    results = {run: {"verdict": "missing", "error": "not run"} for run in RUNS}
+    results[Run("main", "0.24.0", "arc")] = failing("events", "rejection")
+    results[Run("dropped", "0.21.0", "lru", "no-misuse")] = failing("liveness")
+    cpu = next(r for r in RUNS if r.label == "cpu-strict")
+    results[cpu] = failing("lookup")
+    entries = corpus_entries(results)
+    assert [e["name"] for e in entries] == [
+        "vllm-0.24.0-arc-all-events", "vllm-0.24.0-arc-all-rejection",
+        "vllm-0.21.0-lru-no-misuse-liveness", "lmcache-0.5.6-cpu-strict-lookup"]
+    assert entries[0]["calls"] == [["prepare_store", ["a"], True, None, None],
+                                   ["lookup", ["a"], True, None, None]]
+    assert entries[2]["command"] == Run("dropped", "0.21.0", "lru", "no-misuse").command()
+    assert (entries[0]["profile"], entries[0]["assume"], entries[0]["capacity"]) == (
+        "strict", ["unique-keys"], 1)
+    path = tmp_path / "corpus_engines.json"
+    write_corpus_data(path, entries)
+    assert json.loads(path.read_text(encoding="utf-8"))["counterexamples"] == entries
+    write_corpus_data(path, entries[:1], "vllm")  # --only vllm keeps LMCache's entries
+    names = [e["name"] for e in json.loads(path.read_text(encoding="utf-8"))["counterexamples"]]
+    assert names == ["vllm-0.24.0-arc-all-events", "lmcache-0.5.6-cpu-strict-lookup"]

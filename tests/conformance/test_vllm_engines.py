@@ -11,6 +11,8 @@ from __future__ import annotations
 import pytest
 
 from kvoffload.conformance.config import CheckConfig, Profile
+from kvoffload.conformance.corpus import engine_cases, engines_data
+from kvoffload.conformance.corpus_replay import applies, make_driver, replay_case
 from kvoffload.conformance.runner import run_check
 from vllm_releases import VLLM_ASSUMPTIONS, vllm_target
 
@@ -68,3 +70,49 @@ def test_the_vllm_matrix(version: str, profile: Profile, dropped: str | None,
     result = run_check(target, vllm_config(profile, dropped))
     found = {v.prop for v in result.violations} or {result.verdict}
     assert expected in found, result.violations  # a run reports every distinct failure
+
+
+def test_vllm_0_20_2_fails_the_pr41795_corpus_cases(pytestconfig: pytest.Config) -> None:
+    """``kvoffload corpus replay``'s driver on vllm==0.20.2 under vLLM's assumptions:
+    the hand-written PR #41795 case and the page's recorded counterexample both fail
+    at their lookup (step 2)."""
+    target = vllm_target(pytestconfig, "0.20.2")
+    config = vllm_config()
+    build = make_driver(target, config)
+    cases = {c["name"]: c for c in engine_cases()}
+    for name in ("engines-vllm-0.20-pr41795", "engines-vllm-0.20.2-lru-all-lookup"):
+        assert applies(cases[name], config) is None
+        failed = replay_case(cases[name], build)
+        assert failed is not None, f"{name} passed on 0.20.2"
+        assert failed[0] == 2
+        assert "lookup must answer PENDING" in failed[1]
+
+
+ENTRIES = [e for e in engines_data()["counterexamples"]
+           if e["engine"] == "vllm" and " -O " not in e["command"]]
+"""docs/engines.md's vLLM counterexamples (the ``-O`` runs' need ``python -O``)."""
+
+
+@pytest.mark.parametrize("release", sorted({e["release"] for e in ENTRIES}))
+def test_each_recorded_vllm_counterexample_fails_on_replay(
+    release: str, pytestconfig: pytest.Config
+) -> None:
+    """Replayed as corpus cases under the run's own configuration, the release fails
+    every counterexample docs/engines.md lists for it, except those the corpus tags
+    level exact (a victim choice comes before the failure: replayed only at level exact)."""
+    target = vllm_target(pytestconfig, release)
+    cases = {c["name"]: c for c in engine_cases()}
+    passed, replayed = [], 0
+    for entry in (e for e in ENTRIES if e["release"] == release):
+        config = CheckConfig.from_options(profile=entry["profile"], policy=entry["policy"],
+                                          level=entry["level"], assume=entry["assume"])
+        case = cases[f"engines-{entry['name']}"]
+        why = applies(case, config)
+        if why is not None:
+            assert case["level"] == "exact", (entry["name"], why)
+            continue
+        replayed += 1
+        if replay_case(case, make_driver(target, config)) is None:
+            passed.append(entry["name"])
+    assert replayed > 0
+    assert passed == []

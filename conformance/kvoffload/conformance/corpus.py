@@ -67,6 +67,9 @@ CORPUS_VERSION = 1
 SCHEMA_FILE = Path(__file__).with_name("corpus_schema.json")
 MODELCHECK_FILE = Path(__file__).with_name("corpus_modelcheck.json")
 """The model checker's traces (``python proofs/corpus_traces.py`` writes it)."""
+ENGINES_FILE = Path(__file__).with_name("corpus_engines.json")
+"""Every counterexample docs/engines.md lists (``python -m
+kvoffload.conformance.engines_page --corpus`` writes it)."""
 MAX_CALLS = 6
 """The longest model-checker trace ``corpus_modelcheck.json`` holds."""
 TINY_KEYS = ("a", "b", "c")
@@ -254,8 +257,23 @@ ENGINE_TRACES: tuple[tuple[str, str, int, tuple[Call, ...]], ...] = (
 
 
 def engine_cases() -> Iterator[dict[str, Any]]:
+    """The hand-picked :data:`ENGINE_TRACES`, then every counterexample docs/engines.md
+    lists (``corpus_engines.json``), each tagged (``run``) with the profile, policy,
+    level and assumptions of the ``kvoffload check`` run that found it."""
     for name, about, capacity, calls in ENGINE_TRACES:
         yield case_json(f"engines-{name}", "engines", about, capacity, Policy.LRU, calls)
+    for entry in engines_data()["counterexamples"]:
+        case = case_json(f"engines-{entry['name']}", "engines",
+                         f"docs/engines.md: {entry['command']} fails {entry['property']}: "
+                         f"{entry['message']}", entry["capacity"], Policy(entry["policy"]),
+                         [_decode(c) for c in entry["calls"]])
+        case["run"] = {f: entry[f] for f in ("profile", "policy", "level", "assume")}
+        yield case
+
+
+def engines_data() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(ENGINES_FILE.read_text(encoding="utf-8"))
+    return data
 
 
 def _running_jobs(state: CacheState) -> list[tuple[CopyKind, int, tuple[object, ...]]]:
@@ -346,8 +364,11 @@ def enumerated_cases(depth: int) -> Iterator[dict[str, Any]]:
 # --- the model checker's traces (committed; proofs/corpus_traces.py) ---------------------
 
 def _decode(data: Sequence[Any]) -> Call:
-    op, keys, success, ticket = data
-    return Call(Op(op), tuple(keys), success=success, ticket=ticket)
+    """``[op, keys, success, ticket]``, or with a fifth item, ``job``: the job a
+    completion really belongs to (:class:`kvoffload.spec.Call`; engines traces)."""
+    op, keys, success, ticket, *job = data
+    return Call(Op(op), tuple(keys), success=success, ticket=ticket,
+                job=job[0] if job else None)
 
 
 def modelcheck_data() -> dict[str, Any]:

@@ -196,8 +196,7 @@ def check_native(expect: dict[str, Any], out: Any, names: _Bindings, profile: Pr
         if list(map(repr, expect["keys"])) != list(map(repr, out.keys)):
             raise CaseFailed(f"keys to store in call order: {expect['keys']} vs {out.keys}")
         _victims(expect, out.evicted, level, names)
-        for name, value in zip(expect["slots"], out.slots, strict=True):
-            names.slot(name, int(value))
+        _bind_slots(expect["slots"], out.slots, names, "prepare_store")
         names.ticket(expect["ticket"], out.ticket)
     elif kind == "rejected":
         if not isinstance(out, StoreRejected):
@@ -211,8 +210,7 @@ def check_native(expect: dict[str, Any], out: Any, names: _Bindings, profile: Pr
             raise CaseFailed(f"prepare_load returned {out!r}")
         if list(map(repr, expect["keys"])) != list(map(repr, out.keys)):
             raise CaseFailed(f"keys to load: expected {expect['keys']}, got {list(out.keys)}")
-        for name, value in zip(expect["slots"], out.slots, strict=True):
-            names.slot(name, int(value))
+        _bind_slots(expect["slots"], out.slots, names, "prepare_load")
         names.ticket(expect["ticket"], out.ticket)
     elif kind == "completion":
         if not isinstance(out, Completion):
@@ -292,17 +290,26 @@ class AdapterDriver:
                 raise CaseFailed(f"keys to store: expected {expect['keys']}, got "
                                  f"{list(out.keys)}")
             _victims(expect, out.evicted, self.level, names)
-            for name, value in zip(expect["slots"], out.slots, strict=True):
-                names.slot(name, value)
+            _bind_slots(expect["slots"], out.slots, names, "prepare_store")
         elif kind == "load_plan":
             if not isinstance(out, LoadOutcome):
                 raise TypeError("adapter returned a non-LoadOutcome")
-            for name, value in zip(expect["slots"], out.slots, strict=True):
-                names.slot(name, value)
+            _bind_slots(expect["slots"], out.slots, names, "prepare_load")
         elif kind == "events" and isinstance(out, EventBatch):
             for removed, keys in out.items:
                 (self.subscriber.difference_update if removed else self.subscriber.update)(keys)
             _same(expect["ready"], tuple(self.subscriber), "the subscriber's READY set")
+
+
+def _bind_slots(expected: Sequence[str], got: Sequence[Any], names: _Bindings,
+                what: str) -> None:
+    """Bind each expected slot name to the slot the target gave, after checking it gave
+    as many (a plan with more or fewer slots fails the case; it does not crash it)."""
+    if len(got) != len(expected):
+        raise CaseFailed(f"{what} must give {len(expected)} slot(s); the target gave "
+                         f"{len(got)}: {list(got)}")
+    for name, value in zip(expected, got, strict=True):
+        names.slot(name, int(value))
 
 
 def _is_native(obj: Any) -> bool:

@@ -16,6 +16,19 @@ installed beside the interpreter that runs this module (the runs use
 ``sys.executable``)::
 
     python -m kvoffload.conformance.engines_page --only lmcache --write docs/engines.md
+
+``--corpus FILE`` also writes every counterexample the page lists (each run's each
+violation's shrunk trace) as data for the trace corpus: one entry per failures-table row,
+named ``<engine>-<release>-<policy>-<assumption dropped or all>-<property>``, with the
+run's profile, policy, level, assumptions and tier capacity and the calls in the
+corpus's call encoding (``[op, keys, success, ticket, job]``). The committed file is
+``conformance/kvoffload/conformance/corpus_engines.json`` (shipped in the wheel, read by
+:mod:`kvoffload.conformance.corpus`); from the reports already kept::
+
+    python -m kvoffload.conformance.engines_page --render-only --reports DIR \
+        --write docs/engines.md --corpus conformance/kvoffload/conformance/corpus_engines.json
+
+With ``--only ENGINE`` only that engine's entries are replaced in the file.
 """
 
 from __future__ import annotations
@@ -221,6 +234,51 @@ def render_lmcache(results: dict[Run, dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def corpus_name(run: Run, prop: str) -> str:
+    """A counterexample's stable name: engine, release, policy, assumption dropped, property."""
+    if run.engine == "lmcache":
+        return f"lmcache-{run.release}-{run.label}-{prop}"
+    flags = "".join(run.python_flags).replace("-", "")
+    return "-".join(p for p in ("vllm", run.release, run.policy, run.dropped or "all",
+                                flags, prop) if p)
+
+
+def corpus_entries(results: dict[Run, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per counterexample the page lists, in page order (see ``--corpus``)."""
+    entries: list[dict[str, Any]] = []
+    for engine in ENGINES:
+        for run, report in results.items():
+            if run.engine != engine:
+                continue
+            config = report.get("configuration") or {}
+            for v in report.get("violations") or []:
+                name = corpus_name(run, v["property"])
+                if any(e["name"] == name for e in entries):
+                    raise SystemExit(f"two counterexamples named {name!r}")
+                entries.append({
+                    "name": name, "engine": engine, "release": run.release,
+                    "run": run.name, "command": run.command(), "property": v["property"],
+                    "message": v["message"], "profile": config["profile"],
+                    "policy": config["policy"], "level": config["level"],
+                    "assume": sorted(config["assume"]), "capacity": v["capacity"],
+                    "calls": [[c["op"], c["keys"], c["success"], c["ticket"], c["job"]]
+                              for c in v["trace"]]})
+    return entries
+
+
+def write_corpus_data(path: Path, entries: list[dict[str, Any]],
+                      engine: str | None = None) -> None:
+    """Write ``entries`` to ``path``; with ``engine``, keep the other engines' entries."""
+    if engine is not None and path.is_file():
+        old = json.loads(path.read_text(encoding="utf-8"))["counterexamples"]
+        kept = [e for e in old if e["engine"] != engine]
+        entries = sorted([*kept, *entries], key=lambda e: ENGINES.index(e["engine"]))
+    lines = [json.dumps(e, separators=(", ", ": ")) for e in entries]
+    path.write_text('{"generated_by": "python -m kvoffload.conformance.engines_page '
+                    '--corpus",\n "counterexamples": [\n  ' + ",\n  ".join(lines)
+                    + "\n ]}\n", encoding="utf-8")
+
+
 SECTIONS = {"vllm": render_vllm, "lmcache": render_lmcache}
 """Each engine's section of the page, in page order."""
 
@@ -259,12 +317,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", choices=ENGINES,
                         help="only this engine's runs; with --write, replace only its "
                              "section of the page there")
+    parser.add_argument("--corpus", type=Path,
+                        help="also write every listed counterexample here as corpus data "
+                             "(conformance/kvoffload/conformance/corpus_engines.json)")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2)")
     args = parser.parse_args(argv)
     reports = args.reports or Path(tempfile.mkdtemp(prefix="kvoffload-engines-"))
     runs = [run for run in RUNS if args.only in (None, run.engine)]
     results = results_of(runs, reports, args.render_only, args.jobs)
     page = render(results, [args.only] if args.only else ENGINES)
+    if args.corpus is not None:
+        write_corpus_data(args.corpus, corpus_entries(results), args.only)
     if args.write is None:
         print(page, end="")
         return 0
