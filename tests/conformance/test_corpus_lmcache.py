@@ -49,3 +49,26 @@ def test_the_same_trace_is_assumed_away_under_no_reset_in_flight() -> None:
     config = CheckConfig.from_options(profile="safe", adapter="lmcache-cpu",
                                       assume=["no-reset-in-flight"])
     assert applies(case, config) == "assumed away: no-reset-in-flight"
+
+
+def test_each_recorded_lmcache_counterexample_fails_on_replay() -> None:
+    """docs/engines.md's LMCache counterexamples (corpus_engines.json), replayed as
+    corpus cases under their run's own options: LMCache 0.5.6 fails every one."""
+    from kvoffload.conformance.corpus import engines_data
+
+    cases = {c["name"]: c for c in engine_cases()}
+    entries = [e for e in engines_data()["counterexamples"] if e["engine"] == "lmcache"]
+    assert len(entries) == 11
+    passed = []
+    for entry in entries:
+        options = entry["command"].split()
+        adapter = options[options.index("--adapter") + 1] if "--adapter" in options \
+            else "lmcache-cpu"
+        config = CheckConfig.from_options(profile=entry["profile"], policy=entry["policy"],
+                                          level=entry["level"], assume=entry["assume"],
+                                          adapter=adapter, max_keys_per_call="1")
+        case = cases[f"engines-{entry['name']}"]
+        assert applies(case, config) is None, entry["name"]
+        if replay_case(case, make_driver("lmcache==0.5.6", config)) is None:
+            passed.append(entry["name"])
+    assert passed == []
