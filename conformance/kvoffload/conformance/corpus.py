@@ -21,13 +21,13 @@ what a target may choose is written as a constraint:
 
 Sources (``source`` field): ``scenario`` (the spec's scenario vectors), ``engines``
 (hand-picked traces, then every counterexample docs/engines.md lists, committed as calls
-in ``corpus_engines.json`` by ``python -m kvoffload.conformance.engines_page --corpus``),
-``selftest`` (a trace killing each seeded variant of ``kvoffload check --self-test``),
-``counterexample`` (the model checker's shortest counterexample for each mutant and
-hazard), ``tiny`` (every trace of up to ``--max-calls`` calls, 6 by default, at the model checker's TINY bound, deduplicated up
-to renaming of keys and slots as the model checker deduplicates states), and, with
-``--depth N``, ``enumerated`` (literally every call sequence of up to N calls at TINY,
-up to renaming of keys and tickets).
+in ``corpus_engines.json`` by ``python -m kvoffload.conformance.engines_page
+--corpus``), ``selftest`` (a trace killing each seeded variant of ``kvoffload check
+--self-test``), ``counterexample`` (the model checker's shortest counterexample for each
+mutant and hazard), ``tiny`` (every trace of up to ``--max-calls`` calls, 6 by default,
+at the model checker's TINY bound, deduplicated up to renaming of keys and slots as the
+model checker deduplicates states), and, with ``--depth N``, ``enumerated`` (literally
+every call sequence of up to N calls at TINY, up to renaming of keys and tickets).
 
 The model checker lives in ``proofs/``, which is not installed and which nothing here
 imports: its traces are committed as calls (no answers) in ``corpus_modelcheck.json``,
