@@ -41,6 +41,7 @@ import json
 import random
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -273,7 +274,13 @@ def engine_cases() -> Iterator[dict[str, Any]]:
 
 
 def engines_data() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(ENGINES_FILE.read_text(encoding="utf-8"))
+    """``corpus_engines.json``, read once per process (callers only read it)."""
+    return _committed(ENGINES_FILE)
+
+
+@cache
+def _committed(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return data
 
 
@@ -373,8 +380,9 @@ def _decode(data: Sequence[Any]) -> Call:
 
 
 def modelcheck_data() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(MODELCHECK_FILE.read_text(encoding="utf-8"))
-    return data
+    """``corpus_modelcheck.json`` (772 KB), read once per process, not once per source
+    of cases that uses it (callers only read it)."""
+    return _committed(MODELCHECK_FILE)
 
 
 def modelcheck_traces(max_calls: int = MAX_CALLS, data: dict[str, Any] | None = None
