@@ -43,13 +43,12 @@ def show(value: object) -> str:
         return "{" + _items(items, len(value)) + "}"
     if isinstance(value, list):
         return "[" + _items(list(map(repr, value[:SHOWN_ITEMS])), len(value)) + "]"
-    if isinstance(value, tuple) and value and not isinstance(value[0], tuple):
+    if isinstance(value, tuple) and value:
         head = value[:SHOWN_ITEMS]
-        if all(not isinstance(v, tuple) for v in head):
+        flat = all(not isinstance(v, tuple) for v in head)
+        if flat or len(value) > SHOWN_ITEMS:  # short tuples of tuples: repr below
             return ("(" + _items(list(map(repr, head)), len(value))
                     + ("," if len(value) == 1 else "") + ")")
-    if isinstance(value, tuple) and len(value) > SHOWN_ITEMS:
-        return "(" + _items(list(map(repr, value[:SHOWN_ITEMS])), len(value)) + ")"
     return repr(value)
 
 
