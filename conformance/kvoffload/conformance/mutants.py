@@ -117,9 +117,10 @@ class PartialEvictionBeforeRejection(OffloadManager):
         if isinstance(plan, StoreRejected):
             evictable = [k for k in self._order.evictable_keys() if k not in keys]
             if evictable:
+                stored, _ = self._fold_events()
                 for key in self._order.evict(len(evictable), set(keys)):
                     self._free.append(self._ready.pop(key))
-                    self._stored.discard(key)
+                    stored.discard(key)
         return plan
 
 
@@ -133,12 +134,13 @@ class EvictsMoreThanNeeded(OffloadManager):
         if isinstance(plan, StorePlan) and plan.evicted:
             more = len([k for k in self._order.evictable_keys() if k not in keys][:1])
             extra = self._order.evict(more, set(keys))
+            stored, removed = self._fold_events()
             for key in extra:
                 self._free.append(self._ready.pop(key))
-                if key in self._stored:
-                    self._stored.remove(key)
+                if key in stored:
+                    stored.remove(key)
                 else:
-                    self._removed.add(key)
+                    removed.add(key)
             return replace(plan, evicted=(*plan.evicted, *extra))
         return plan
 
@@ -173,7 +175,7 @@ class AnnouncesBeforeReady(OffloadManager):
     def prepare_store(self, keys: Iterable[Key]) -> StorePlan | StoreRejected:
         plan = super().prepare_store(keys)
         if isinstance(plan, StorePlan):
-            self._stored.update(plan.keys)
+            self._fold_events()[0].update(plan.keys)
         return plan
 
 
@@ -189,7 +191,7 @@ class FailedStoreLeaksSlot(OffloadManager):
     ) -> Completion:
         keys = list(keys)
         lost = [self._storing[k] for k in unique(keys) if k in self._storing
-                and ticket in (None, self._store_jobs.get(k))]
+                and ticket in (None, self._slot_jobs[self._storing[k]])]
         done = super().complete_store(keys, success, ticket)
         if not success:
             for slot in lost:
@@ -221,10 +223,11 @@ class FailedStoreDropsReadyBlock(OffloadManager):
                     self._order.pinned([key])
                     self._order.removed([key])
                     self._free.append(self._ready.pop(key))
-                    if key in self._stored:
-                        self._stored.remove(key)
+                    stored, removed = self._fold_events()
+                    if key in stored:
+                        stored.remove(key)
                     else:
-                        self._removed.add(key)
+                        removed.add(key)
         return done
 
 
@@ -338,10 +341,11 @@ class UnmatchedCompleteLoadAccepted(OffloadManager):
             if len(broken) < len(error.keys):
                 raise
             self._order.pinned([k for k in broken if k not in self._readers])
+            stored, _ = self._fold_events()
             for key in broken:
                 self._readers.pop(key, None)
                 self._storing[key] = self._ready.pop(key)
-                self._stored.discard(key)
+                stored.discard(key)
             return Completion(applied=tuple(broken))
 
 
@@ -374,7 +378,7 @@ class ResetWithoutRemovalEvents(OffloadManager):
     keeps routing to blocks that are gone."""
 
     def reset_cache(self) -> int:
-        pending = set(self._removed)
+        pending = set(self._fold_events()[1])
         epoch = super().reset_cache()
         self._removed.intersection_update(pending)
         return epoch

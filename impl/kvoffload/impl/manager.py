@@ -6,14 +6,17 @@ errors and output records: the bookkeeping below is written for speed, so that t
 conformance suite comparing the two means something.
 
 Layout: one dict per phase (``_storing`` and ``_ready``, key to slot), the running
-jobs' tickets (``_store_jobs``: a STORING key's store ticket; ``_readers``: a READY
+jobs' tickets (``_slot_jobs``: each slot's last store ticket; ``_readers``: a READY
 key's oldest running load, ``_more_loads`` its later ones), so each phase is explicit
 and lookups are a dict probe or two; the eviction order (:mod:`.lru` or :mod:`.arc`, an
 :class:`~.eviction.EvictionOrder`) holds the evictable keys; slots come from a fresh
 counter and a free list (as in vLLM, so that with the same calls both hand out the
 same slots); every accepted plan takes the next ticket of a per-manager counter (never
-reset); events are the net change of the READY set, kept in two sets as blocks come
-and go, so ``take_events`` costs only what it returns. Every operation is O(1) per key
+reset); events are the net change of the READY set: each call that changes the READY set
+appends its keys to a short log (one append per call, not per key), which
+``take_events`` turns into the net change, directly when no key appears in it twice
+(the usual case), else by folding it into two sets (``_stored``, ``_removed``); a long
+log is folded early, so it stays short. Every operation is O(1) per key
 it names (``reset_cache`` is O(live blocks)), and nothing scans past pinned or
 in-flight blocks. A call naming one key (decode's usual call) takes a short path
 that skips deduplication.
@@ -50,6 +53,9 @@ _MISS, _PENDING, _HIT = LookupResult.MISS, LookupResult.PENDING, LookupResult.HI
 T = TypeVar("T")
 _NO_EVENTS = Events()
 _NONE: frozenset[Key] = frozenset()
+_LOG_FOLD = 64
+"""Log entries ``prepare_store`` lets pile up before folding them (bounds the log when
+nobody calls ``take_events``)."""
 _NO_SLOTS = repeat(None)
 """``pop``'s default for every key of a call (``map`` stops at the shorter argument)."""
 
@@ -109,8 +115,9 @@ class OffloadManager:
     """
 
     __slots__ = ("_capacity", "_epoch", "_eviction", "_free", "_fresh", "_load_orphans",
-                 "_more_loads", "_net_events", "_next_ticket", "_policy", "_queue", "_readers",
-                 "_ready", "_removed", "_store_jobs", "_store_orphans", "_stored", "_storing")
+                 "_log", "_more_loads", "_net_events", "_next_ticket", "_policy", "_queue",
+                 "_readers", "_ready", "_removed", "_slot_jobs", "_store_orphans", "_stored",
+                 "_storing")
 
     def __init__(self, capacity: int, policy: str | Policy = "lru", *,
                  net_events: bool = True) -> None:
@@ -128,8 +135,10 @@ class OffloadManager:
         self._next_ticket: Ticket = 0
         """The ticket the next accepted plan takes; never reset, so tickets stay fresh."""
         self._storing: dict[Key, int] = {}
-        self._store_jobs: dict[Key, Ticket] = {}
-        """Each STORING key's store ticket (the same keys as ``_storing``)."""
+        self._slot_jobs: list[Ticket] = []
+        """The ticket of the store that last took each slot (index: the slot), one per
+        slot handed out since the last reset (``_fresh`` of them): a STORING key's store
+        ticket is ``_slot_jobs[_storing[key]]``; entries of other slots are stale."""
         self._ready: dict[Key, int] = {}
         self._readers: dict[Key, Ticket] = {}
         """READY keys with at least one running load: the oldest load's ticket; a READY
@@ -143,12 +152,15 @@ class OffloadManager:
         self._store_orphans = Orphans()
         self._load_orphans = Orphans()
         self._stored: set[Key] = set()
-        """READY keys the last ``take_events`` did not report as READY."""
+        """READY keys the last ``take_events`` did not report as READY (log folded)."""
         self._removed: set[Key] = set()
-        """Keys the last ``take_events`` reported READY (or stored) that no longer are."""
+        """Keys the last ``take_events`` reported READY (or stored) that no longer are
+        (log folded)."""
+        self._log: list[tuple[bool, tuple[Key, ...]]] | None = [] if net_events else None
+        """Changes of the READY set not yet folded into ``_stored`` / ``_removed``, in
+        order: ``(True, keys)`` became READY, ``(False, keys)`` left it. None with
+        ``net_events=False``: nothing is recorded and ``take_events`` reports nothing."""
         self._net_events = net_events
-        """False: ``_stored`` and ``_removed`` stay empty and ``take_events`` reports
-        nothing (for an adapter that speaks events of its own)."""
 
     @property
     def capacity(self) -> int:
@@ -209,7 +221,7 @@ class OffloadManager:
 
         raises: NotReadable
         """
-        if isinstance(keys, (tuple, list)) and len(keys) == 1:  # decode's usual call
+        if (type(keys) is tuple or type(keys) is list) and len(keys) == 1:  # decode's usual call
             key = keys[0]
             slot = self._ready.get(key)
             if slot is not None:
@@ -226,9 +238,8 @@ class OffloadManager:
                     else:
                         del queue[key]
                 return load_plan((key,), (slot,), self._epoch, ticket)
-        ticket = self._next_ticket
-        pins = dict.fromkeys(keys, ticket)  # deduplicates: first occurrence first
-        keys = keys if isinstance(keys, tuple) and len(keys) == len(pins) else tuple(pins)
+        if type(keys) is not tuple or len(set(keys)) != len(keys):
+            keys = tuple(dict.fromkeys(keys))  # deduplicated: first occurrence first
         ready = self._ready
         try:
             slots = tuple(map(ready.__getitem__, keys))
@@ -237,22 +248,27 @@ class OffloadManager:
             raise NotReadable(
                 f"only READY blocks can be loaded; absent or still being stored: "
                 f"{list(unreadable)!r}", keys=unreadable) from None
+        ticket = self._next_ticket
         self._next_ticket = ticket + 1
-        readers = self._readers
-        first: Sequence[Key] = keys
+        readers, queue = self._readers, self._queue
         if readers.keys().isdisjoint(keys):  # no key is being read yet: the usual case
-            readers.update(pins)
-        else:
-            more, first = self._more_loads, []
-            for key in keys:
-                if key not in readers:
+            if queue is None:
+                readers.update(dict.fromkeys(keys, ticket))
+                self._order.pinned(keys)
+            else:
+                for key in keys:
                     readers[key] = ticket
-                    first.append(key)
-                elif key in more:
-                    more[key].append(ticket)
-                else:
-                    more[key] = [ticket]
-        queue = self._queue
+                    del queue[key]
+            return load_plan(keys, slots, self._epoch, ticket)
+        more, first = self._more_loads, []
+        for key in keys:  # some blocks are being read already (popular prefixes)
+            if key not in readers:
+                readers[key] = ticket
+                first.append(key)
+            elif key in more:
+                more[key].append(ticket)
+            else:
+                more[key] = [ticket]
         if queue is None:
             self._order.pinned(first)
         else:
@@ -272,22 +288,17 @@ class OffloadManager:
         raises: UnmatchedCompleteLoad
         """
         readers, more = self._readers, self._more_loads
-        if isinstance(keys, (tuple, list)) and len(keys) == 1:
-            key = keys[0]
-            first = readers.get(key)
-            if first is not None and (ticket is None or first == ticket) and key not in more:
-                del readers[key]  # decode's usual call: its only reader leaves
-                return self._one_evictable(key)
-        queue = self._queue
-        if (ticket is None and queue is not None and isinstance(keys, (tuple, list))
-                and all(map(readers.__contains__, keys))
-                and (not more or more.keys().isdisjoint(keys))):
-            # LRU, vLLM's form, each key's only reader leaves: the usual case
-            if None in list(map(readers.pop, keys, _NO_SLOTS)):  # a key named twice
-                keys = tuple(dict.fromkeys(keys))
-            for key in keys:
-                queue[key] = None
-            return completion(tuple(keys), (), ())
+        if type(keys) is tuple or type(keys) is list:
+            if len(keys) == 1:
+                key = keys[0]
+                first = readers.get(key)
+                if first is not None and (ticket is None or first == ticket) and key not in more:
+                    del readers[key]  # decode's usual call: its only reader leaves
+                    return self._one_evictable(key)
+            elif ticket is None and all(map(readers.__contains__, keys)):
+                queue = self._queue
+                if queue is not None:
+                    return self._finish_lru_loads(keys, queue)
         keys = _distinct(keys)
         if ticket is not None:
             return self._complete_loads_of_job(keys, ticket)
@@ -295,6 +306,30 @@ class OffloadManager:
             return self._complete_stale_loads(keys)
         self._finish_loads(keys, None)
         return completion(keys, (), ())
+
+    def _finish_lru_loads(self, keys: tuple[Key, ...] | list[Key],
+                          queue: OrderedDict[Key, None]) -> Completion:
+        """``complete_load`` in vLLM's form under LRU when every key has a running load on
+        its READY block (the usual call): each key's oldest load finishes; a block whose
+        last reader left becomes the most recent."""
+        readers, more = self._readers, self._more_loads
+        if len(set(keys)) != len(keys):  # a key named twice
+            keys = tuple(dict.fromkeys(keys))
+        if not more or more.keys().isdisjoint(keys):  # each key's only reader leaves
+            for key in keys:
+                del readers[key]
+                queue[key] = None
+            return completion(keys if type(keys) is tuple else tuple(keys), (), ())
+        for key in keys:  # some blocks are read by later loads too (popular prefixes)
+            later = more.get(key)
+            if later is None:
+                del readers[key]
+                queue[key] = None
+            else:
+                readers[key] = later.pop(0)
+                if not later:
+                    del more[key]
+        return completion(keys if type(keys) is tuple else tuple(keys), (), ())
 
     def _one_evictable(self, key: Key) -> Completion:
         """A one-key completion applied, its block now evictable: the order is told."""
@@ -390,18 +425,19 @@ class OffloadManager:
 
         Keys already STORING or READY are skipped, and protected from eviction.
         """
-        if not isinstance(keys, (tuple, list)):
+        if type(keys) is not tuple and type(keys) is not list:
             keys = tuple(keys)
+        log = self._log
+        if log is not None and len(log) > _LOG_FOLD:  # take_events is not being called
+            self._fold_events()
         ready, storing = self._ready, self._storing
         new: tuple[Key, ...]
-        jobs_of_new: dict[Key, Ticket] | None = None
         if len(keys) == 1:
             key = keys[0]
             new = () if key in ready or key in storing else (key,)
-        elif ready.keys().isdisjoint(keys) and storing.keys().isdisjoint(keys):
-            jobs_of_new = dict.fromkeys(keys, self._next_ticket)  # all new: passes in C
-            new = (keys if isinstance(keys, tuple) and len(keys) == len(jobs_of_new)
-                   else tuple(jobs_of_new))
+        elif ready.keys().isdisjoint(keys) and storing.keys().isdisjoint(keys):  # all new
+            new = (keys if isinstance(keys, tuple) and len(set(keys)) == len(keys)
+                   else tuple(dict.fromkeys(keys)))
         else:
             new = tuple(dict.fromkeys([k for k in keys if k not in ready and k not in storing]))
         ticket = self._next_ticket
@@ -414,17 +450,20 @@ class OffloadManager:
         needed = count - free
         victims: tuple[Key, ...] = ()
         queue = self._queue
-        if needed == 1 and queue and count == len(keys):
-            # LRU, one victim, no key of the call to protect: decode's usual store.
-            victim = queue.popitem(False)[0]
-            free_list.append(ready.pop(victim))
-            if self._net_events:
-                stored = self._stored
-                if victim in stored:  # not yet reported READY: leaves with no news
-                    stored.remove(victim)
-                else:
-                    self._removed.add(victim)
-            victims = (victim,)
+        if queue is not None and 0 < needed <= len(queue) and count == len(keys):
+            # LRU, no key of the call to protect (all are new), enough evictable blocks:
+            # the least recent go (one of them in decode's usual store)
+            if needed == 1:
+                victim = queue.popitem(False)[0]
+                free_list.append(ready.pop(victim))
+                victims = (victim,)
+            else:
+                victims = tuple(islice(queue, needed))
+                for key in victims:
+                    del queue[key]
+                free_list.extend(map(ready.pop, victims))
+            if log is not None:
+                log.append((False, victims))
         elif needed > 0 or queue is None:
             evicted = self._evict(keys, new, needed, free)
             if isinstance(evicted, StoreRejected):
@@ -433,28 +472,34 @@ class OffloadManager:
         self._next_ticket = ticket + 1
         # Slots as vLLM hands them out: never-used ones in order, then the free list, LIFO.
         slots: tuple[int, ...]
+        slot_jobs = self._slot_jobs
         if fresh == capacity:
             if count == 1:
-                slots = (free_list.pop(),)
+                slot = free_list.pop()
+                slots = (slot,)
+                slot_jobs[slot] = ticket
             else:
                 slots = tuple(free_list[:-count - 1:-1])
                 del free_list[-count:]
+                for slot in slots:
+                    slot_jobs[slot] = ticket
         else:
             from_fresh = min(count, capacity - fresh)
             self._fresh = fresh + from_fresh
+            slot_jobs += repeat(ticket, from_fresh)
             reused = count - from_fresh
             if reused:
-                slots = (*range(fresh, fresh + from_fresh), *free_list[:-reused - 1:-1])
+                taken = free_list[:-reused - 1:-1]
                 del free_list[-reused:]
+                for slot in taken:
+                    slot_jobs[slot] = ticket
+                slots = (*range(fresh, fresh + from_fresh), *taken)
             else:
                 slots = tuple(range(fresh, fresh + from_fresh))
         if count == 1:
             storing[new[0]] = slots[0]
-            self._store_jobs[new[0]] = ticket
         else:
-            storing.update(zip(new, slots, strict=True))
-            self._store_jobs.update(dict.fromkeys(new, ticket) if jobs_of_new is None
-                                    else jobs_of_new)
+            storing.update(zip(new, slots))  # noqa: B905  # same length by construction; strict= parses a keyword per call
         return store_plan(new, slots, victims, self._epoch, ticket)
 
     def _evict(self, keys: Sequence[Key], new: tuple[Key, ...], needed: int, free: int
@@ -490,17 +535,9 @@ class OffloadManager:
         if not victims:
             return victims
         self._free.extend(map(ready.pop, victims))
-        if not self._net_events:
-            return victims
-        stored = self._stored
-        if stored and not stored.isdisjoint(victims):
-            for key in victims:  # a key not yet reported READY leaves with no news
-                if key in stored:
-                    stored.remove(key)
-                else:
-                    self._removed.add(key)
-        else:
-            self._removed.update(victims)
+        log = self._log
+        if log is not None:
+            log.append((False, victims))
         return victims
 
     def complete_store(
@@ -514,34 +551,49 @@ class OffloadManager:
         key's STORING block whatever its job, else the oldest store a reset left running,
         else the key is ignored.
         """
-        storing, jobs = self._storing, self._store_jobs
-        if success and isinstance(keys, (tuple, list)) and len(keys) == 1:
-            key = keys[0]
-            if key in storing and (ticket is None or jobs[key] == ticket):
-                # decode's usual call: one block becomes READY
-                self._ready[key] = storing.pop(key)
-                del jobs[key]
-                if self._net_events:
-                    removed = self._removed
-                    if key in removed:
-                        removed.remove(key)
+        storing, slot_jobs = self._storing, self._slot_jobs
+        if success and (type(keys) is tuple or type(keys) is list):
+            if len(keys) == 1:
+                key = keys[0]
+                if key in storing and (ticket is None or slot_jobs[storing[key]] == ticket):
+                    # decode's usual call: one block becomes READY
+                    self._ready[key] = storing.pop(key)
+                    done: tuple[Key, ...] = (key,)
+                    queue = self._queue
+                    if queue is None:
+                        self._order.evictable(done)
                     else:
-                        self._stored.add(key)
-                return self._one_evictable(key)
+                        queue[key] = None
+                    log = self._log
+                    if log is not None:
+                        log.append((True, done))
+                    return completion(done, (), ())
+            elif ticket is None:
+                pop = storing.pop
+                slots = list(map(pop, keys, _NO_SLOTS))
+                if None not in slots:  # every key STORING, none twice: vLLM's usual call
+                    done = keys if isinstance(keys, tuple) else tuple(keys)
+                    queue = self._queue
+                    if queue is None:
+                        self._stores_done(done, slots)  # type: ignore[arg-type]  # None ruled out
+                    else:  # LRU: each block READY and most recent, in one pass
+                        ready = self._ready
+                        for key, slot in zip(done, slots):  # noqa: B905  # same length; strict= costs a keyword parse
+                            ready[key] = slot  # type: ignore[assignment]  # None ruled out
+                            queue[key] = None
+                        log = self._log
+                        if log is not None:
+                            log.append((True, done))
+                    return completion(done, (), ())
+                for key, slot in zip(keys, slots):  # noqa: B905  # same length; put back, sorted out below
+                    if slot is not None:
+                        storing[key] = slot
         pop = storing.pop
-        if success and ticket is None and isinstance(keys, (tuple, list)):
-            slots = list(map(pop, keys, _NO_SLOTS))
-            if None not in slots:  # every key STORING, none twice: vLLM's usual call
-                self._stores_done(keys, slots)  # type: ignore[arg-type]  # None ruled out
-                return completion(tuple(keys), (), ())
-            for key, slot in zip(keys, slots, strict=True):  # put back; the loop below sorts out
-                if slot is not None:
-                    storing[key] = slot
         applied: list[Key] = []
         taken: list[int] = []
         missed: list[Key] = []
         for key in keys:
-            if ticket is not None and jobs.get(key) != ticket:
+            if ticket is not None and (key not in storing or slot_jobs[storing[key]] != ticket):
                 missed.append(key)
                 continue
             slot = pop(key, None)
@@ -550,46 +602,34 @@ class OffloadManager:
                 continue
             applied.append(key)
             taken.append(slot)
-        if applied and success:
-            self._stores_done(applied, taken)
-        elif applied:  # failed: each block is ABSENT again, its slot free
-            for key in applied:
-                del jobs[key]
+        done = tuple(applied)
+        if done and success:
+            self._stores_done(done, taken)
+        elif done:  # failed: each block is ABSENT again, its slot free
             self._free.extend(taken)
-            self._order.removed(applied)
+            self._order.removed(done)
         if missed:
-            done = set(applied)
+            finished = set(done)
             released, ignored = self._release(
-                self._store_orphans, [k for k in dict.fromkeys(missed) if k not in done], ticket)
-            return completion(tuple(applied), released, ignored)
-        return completion(tuple(applied), (), ())
+                self._store_orphans, [k for k in dict.fromkeys(missed) if k not in finished],
+                ticket)
+            return completion(done, released, ignored)
+        return completion(done, (), ())
 
-    def _stores_done(self, keys: Sequence[Key], slots: Sequence[int]) -> None:
+    def _stores_done(self, keys: tuple[Key, ...], slots: Sequence[int]) -> None:
         """Successful stores of these distinct keys, their slots already taken out of
         ``_storing``: each becomes READY."""
-        jobs, queue, ready = self._store_jobs, self._queue, self._ready
+        queue, ready = self._queue, self._ready
         if queue is None:
-            for key in keys:
-                del jobs[key]
             ready.update(zip(keys, slots, strict=True))
             self._order.evictable(keys)
         else:
-            for key, slot in zip(keys, slots, strict=True):
-                del jobs[key]
+            for key, slot in zip(keys, slots):  # noqa: B905  # same length; strict= costs a keyword parse
                 ready[key] = slot
                 queue[key] = None
-        if not self._net_events:
-            return
-        removed = self._removed
-        if removed and not removed.isdisjoint(keys):
-            stored = self._stored
-            for key in keys:
-                if key in removed:  # reported removed since: back, no news
-                    removed.remove(key)
-                else:
-                    stored.add(key)
-        else:
-            self._stored.update(keys)
+        log = self._log
+        if log is not None:
+            log.append((True, keys))
 
     def reset_cache(self) -> int:
         """Drop every block and start a new epoch; returns the new epoch.
@@ -598,17 +638,16 @@ class OffloadManager:
         and tickets until their completions arrive, so no new store is given a slot a
         running copy still writes or reads. Tickets are not reused.
         """
-        epoch, ready, jobs = self._epoch, self._ready, self._store_jobs
+        epoch, ready, slot_jobs = self._epoch, self._ready, self._slot_jobs
         for key, slot in self._storing.items():
-            self._store_orphans.add(key, epoch, slot, [jobs[key]])
+            self._store_orphans.add(key, epoch, slot, [slot_jobs[slot]])
         for key, loads in self._loads().items():
             self._load_orphans.add(key, epoch, ready[key], list(loads))
-        stored = self._stored
-        if self._net_events:
-            self._removed.update(k for k in ready if k not in stored)
+        stored, removed = self._fold_events()
+        if self._log is not None:
+            removed.update(k for k in ready if k not in stored)
         stored.clear()
         self._storing.clear()
-        jobs.clear()
         ready.clear()
         self._readers.clear()
         self._more_loads.clear()
@@ -618,9 +657,11 @@ class OffloadManager:
             held = self._store_orphans.slots() | self._load_orphans.slots()
             self._free = [s for s in range(self._capacity - 1, -1, -1) if s not in held]
             self._fresh = self._capacity
+            slot_jobs += repeat(0, self._capacity - len(slot_jobs))  # every slot via the free list
         else:
             self._free = []
             self._fresh = 0
+            slot_jobs.clear()
         return self._epoch
 
     def forget_running_copies(self) -> tuple[int, ...]:
@@ -643,14 +684,57 @@ class OffloadManager:
     def take_events(self) -> Events:
         """The net change of the READY set since the last call (stored / removed keys);
         always empty with ``net_events=False``."""
-        stored, removed = self._stored, self._removed
-        if not stored and not removed:
-            return _NO_EVENTS
+        log, stored, removed = self._log, self._stored, self._removed
+        if not stored and not removed:  # nothing folded: the log holds all the news
+            if not log:  # nothing since the last call, or no net-change view
+                return _NO_EVENTS
+            if len(log) == 1:  # one call changed the READY set: its keys are the news
+                became_ready, keys = log[0]
+                log.clear()
+                news = frozenset(keys)
+                return events(news, _NONE) if became_ready else events(_NONE, news)
+            if len(log) == 2:  # usually an eviction and a store completion
+                (first_ready, first), (second_ready, second) = log
+                if first_ready is not second_ready:
+                    one, other = frozenset(first), frozenset(second)
+                    if one.isdisjoint(other):  # no key changed twice
+                        log.clear()
+                        return events(other, one) if second_ready else events(one, other)
+            # A key that changed once changed for good; one that changed twice or more
+            # (left and came back, or the reverse) needs the fold below.
+            came: list[Key] = []
+            left: list[Key] = []
+            for became_ready, keys in log:
+                if became_ready:
+                    came += keys
+                else:
+                    left += keys
+            news, gone = frozenset(came), frozenset(left)
+            if (len(news) == len(came) and len(gone) == len(left)
+                    and news.isdisjoint(gone)):
+                log.clear()
+                return events(news or _NONE, gone or _NONE)
+        self._fold_events()
         taken = events(frozenset(stored) if stored else _NONE,
                        frozenset(removed) if removed else _NONE)
         stored.clear()
         removed.clear()
         return taken
+
+    def _fold_events(self) -> tuple[set[Key], set[Key]]:
+        """Fold the log into ``_stored`` / ``_removed`` (the net change since the last
+        ``take_events``) and return those two sets."""
+        stored, removed, log = self._stored, self._removed, self._log
+        if log:
+            for became_ready, keys in log:
+                came, went = (stored, removed) if became_ready else (removed, stored)
+                for key in keys:
+                    if key in went:  # it had changed the other way since: no news
+                        went.remove(key)
+                    else:
+                        came.add(key)
+            log.clear()
+        return stored, removed
 
     @property
     def _order(self) -> EvictionOrder:
@@ -668,6 +752,7 @@ class OffloadManager:
 
     def view(self) -> ManagerView:
         """A snapshot of the whole state (O(size); for tests and reports)."""
+        stored, removed = self._fold_events()
         return ManagerView(
             epoch=self._epoch,
             storing=tuple(self._storing.items()),
@@ -677,10 +762,10 @@ class OffloadManager:
             free=tuple(self._free),
             store_orphans=self._store_orphans.view(),
             load_orphans=self._load_orphans.view(),
-            stored=frozenset(self._stored),
-            removed=frozenset(self._removed),
+            stored=frozenset(stored),
+            removed=frozenset(removed),
             order=self._order.view(),
-            store_jobs=tuple(self._store_jobs.items()),
+            store_jobs=tuple((k, self._slot_jobs[s]) for k, s in self._storing.items()),
             loads=tuple(self._loads().items()),
             next_ticket=self._next_ticket,
         )
@@ -706,17 +791,22 @@ class OffloadManager:
                                      "of later loads is empty")
         store_orphans, load_orphans = self._store_orphans.view(), self._load_orphans.view()
         orphans = (*store_orphans, *load_orphans)
-        stores = {*self._store_jobs.values(), *(t for o in store_orphans for t in o.tickets)}
+        slot_jobs = self._slot_jobs
+        stores = {*(slot_jobs[s] for s in storing.values() if 0 <= s < len(slot_jobs)),
+                  *(t for o in store_orphans for t in o.tickets)}
         loads = [*self._loads().values(), *(o.tickets for o in load_orphans)]
         load_tickets = {t for running in loads for t in running}
-        if (self._store_jobs.keys() != storing.keys() or stores & load_tickets
+        if (len(slot_jobs) != self._fresh
+                or any(not 0 <= s < len(slot_jobs) for s in storing.values())
+                or stores & load_tickets
                 or any(len(set(running)) != len(running) for running in loads)
                 or any(not 0 <= t < self._next_ticket for t in stores | load_tickets)
                 or any(len(o.tickets) != 1 for o in store_orphans)
                 or any(not o.tickets for o in load_orphans)):
             raise InvariantViolation(
                 "tickets_name_running_jobs",
-                "a STORING key has no store ticket (or a ticket no key), a ticket names both "
+                "a STORING key has no store ticket (the slots' tickets do not cover the slots "
+                "handed out), a ticket names both "
                 "a store and a load, a block's loads repeat a ticket, a ticket was never "
                 "issued, or a copy a reset left running has a wrong number of jobs")
         used = [*storing.values(), *ready.values(), *(o.slot for o in orphans)]
@@ -726,7 +816,8 @@ class OffloadManager:
                                      "a slot is held twice, or both held and free")
         if sorted(used + free) != list(range(self._capacity)):
             raise InvariantViolation("slots_in_range", "slots leak or lie outside the tier")
-        if not self._stored <= ready.keys() or self._removed & ready.keys():
+        stored, removed = self._fold_events()
+        if not stored <= ready.keys() or removed & ready.keys():
             raise InvariantViolation("events_replay_to_ready_set",
                                      "pending events disagree with the READY set")
         evictable = ready.keys() - readers.keys()
