@@ -241,6 +241,60 @@ def test_events_are_the_net_change_of_the_ready_set() -> None:
     assert manager.take_events() == Events()
 
 
+def test_events_survive_a_view_or_check_between_drains() -> None:
+    # Regression: view() and check() fold the event log; take_events once reported
+    # nothing after such a fold.
+    manager = OffloadManager(2)
+    manager.prepare_store(["a", "b"])
+    manager.complete_store(["a", "b"])
+    manager.view()
+    assert manager.take_events() == Events(stored=frozenset("ab"))
+    manager.prepare_store(["c"])  # evicts a
+    manager.check()
+    manager.complete_store(["c"])
+    assert manager.take_events() == Events(stored=frozenset("c"), removed=frozenset("a"))
+
+
+def test_a_block_that_leaves_and_comes_back_between_drains_is_no_news() -> None:
+    manager = OffloadManager(1)
+    manager.prepare_store(["a"])
+    manager.complete_store(["a"])
+    assert manager.take_events() == Events(stored=frozenset("a"))
+    manager.prepare_store(["b"])  # evicts a
+    manager.complete_store(["b"], success=False)
+    manager.prepare_store(["a"])
+    manager.complete_store(["a"])  # a left and came back: two changes, no net change
+    assert manager.take_events() == Events()
+    manager.prepare_store(["b"])  # evicts a
+    manager.complete_store(["b"])
+    manager.prepare_store(["c"])  # evicts b, never reported: no news of b at all
+    assert manager.take_events() == Events(removed=frozenset("a"))
+
+
+def test_events_stay_right_and_bounded_when_nobody_drains_them() -> None:
+    manager = OffloadManager(4)
+    for n in range(1_000):
+        keys = [f"k{n}"]
+        manager.prepare_store(keys)
+        manager.complete_store(keys)
+    assert len(manager._log or ()) <= 66  # folded as it grows (a private detail)
+    stored = frozenset(f"k{n}" for n in range(996, 1_000))
+    assert manager.take_events() == Events(stored=stored)
+
+
+def test_a_store_ticket_follows_its_slot_across_a_reset_that_held_slots() -> None:
+    manager = OffloadManager(2)
+    held = manager.prepare_store(["a"])
+    assert isinstance(held, StorePlan)
+    manager.reset_cache()  # a's copy keeps running in its slot
+    plan = manager.prepare_store(["b"])
+    assert isinstance(plan, StorePlan) and plan.slots != held.slots
+    assert manager.complete_store(["b"], ticket=held.ticket) == Completion(ignored=("b",))
+    assert manager.complete_store(["b"], ticket=plan.ticket) == Completion(applied=("b",))
+    assert manager.complete_store(["a"], ticket=held.ticket) == Completion(released=("a",))
+    manager.check()
+
+
 @pytest.mark.parametrize("policy", ["lru", "arc"])
 def test_without_net_events_the_same_calls_do_the_same_and_report_nothing(policy: str) -> None:
     def run(manager: OffloadManager) -> tuple[list[object], list[Events]]:

@@ -295,10 +295,10 @@ class OffloadManager:
                 if first is not None and (ticket is None or first == ticket) and key not in more:
                     del readers[key]  # decode's usual call: its only reader leaves
                     return self._one_evictable(key)
-            elif ticket is None and all(map(readers.__contains__, keys)):
+            else:
                 queue = self._queue
-                if queue is not None:
-                    return self._finish_lru_loads(keys, queue)
+                if ticket is None and queue is not None and len(readers.keys() & keys) == len(keys):
+                    return self._finish_lru_loads(keys, queue)  # LRU: the usual call
         keys = _distinct(keys)
         if ticket is not None:
             return self._complete_loads_of_job(keys, ticket)
@@ -309,12 +309,10 @@ class OffloadManager:
 
     def _finish_lru_loads(self, keys: tuple[Key, ...] | list[Key],
                           queue: OrderedDict[Key, None]) -> Completion:
-        """``complete_load`` in vLLM's form under LRU when every key has a running load on
-        its READY block (the usual call): each key's oldest load finishes; a block whose
-        last reader left becomes the most recent."""
+        """``complete_load`` in vLLM's form under LRU when the keys are distinct and each has
+        a running load on its READY block (the usual call): each key's oldest load
+        finishes; a block whose last reader left becomes the most recent."""
         readers, more = self._readers, self._more_loads
-        if len(set(keys)) != len(keys):  # a key named twice
-            keys = tuple(dict.fromkeys(keys))
         if not more or more.keys().isdisjoint(keys):  # each key's only reader leaves
             for key in keys:
                 del readers[key]
