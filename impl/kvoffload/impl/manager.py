@@ -238,7 +238,9 @@ class OffloadManager:
                     else:
                         del queue[key]
                 return load_plan((key,), (slot,), self._epoch, ticket)
-        if type(keys) is not tuple or len(set(keys)) != len(keys):
+        if (type(keys) is tuple or type(keys) is list) and len(set(keys)) == len(keys):
+            keys = tuple(keys)  # the caller's tuple itself, or a copy of its list
+        else:
             keys = tuple(dict.fromkeys(keys))  # deduplicated: first occurrence first
         ready = self._ready
         try:
@@ -434,8 +436,7 @@ class OffloadManager:
             key = keys[0]
             new = () if key in ready or key in storing else (key,)
         elif ready.keys().isdisjoint(keys) and storing.keys().isdisjoint(keys):  # all new
-            new = (keys if isinstance(keys, tuple) and len(set(keys)) == len(keys)
-                   else tuple(dict.fromkeys(keys)))
+            new = tuple(keys) if len(set(keys)) == len(keys) else tuple(dict.fromkeys(keys))
         else:
             new = tuple(dict.fromkeys([k for k in keys if k not in ready and k not in storing]))
         ticket = self._next_ticket
