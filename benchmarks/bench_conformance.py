@@ -137,20 +137,20 @@ def rule_per_operation(examples: int, steps: int = 150) -> float:
         @precondition(lambda self: bool(self.run.state.keys_in(BlockPhase.STORING)))
         @rule(data=st.data(), success=st.booleans())
         def complete_store(self, data: st.DataObject, success: bool) -> None:
-            storing = sorted(self.run.state.keys_in(BlockPhase.STORING))
+            storing = sorted(self.run.state.keys_in(BlockPhase.STORING), key=str)
             chosen = data.draw(st.lists(st.sampled_from(storing), min_size=1, unique=True))
             self.do(Call(Op.COMPLETE_STORE, tuple(chosen), success=success))
 
         @precondition(lambda self: bool(self.run.state.keys_in(BlockPhase.READY)))
         @rule(data=st.data())
         def prepare_load(self, data: st.DataObject) -> None:
-            ready = sorted(self.run.state.keys_in(BlockPhase.READY))
+            ready = sorted(self.run.state.keys_in(BlockPhase.READY), key=str)
             self.do(Call(Op.PREPARE_LOAD, (data.draw(st.sampled_from(ready)),)))
 
         @precondition(lambda self: any(b.readers for b in self.run.state.blocks))
         @rule(data=st.data())
         def complete_load(self, data: st.DataObject) -> None:
-            read = sorted(b.key for b in self.run.state.blocks if b.readers)
+            read = sorted((b.key for b in self.run.state.blocks if b.readers), key=str)
             self.do(Call(Op.COMPLETE_LOAD, (data.draw(st.sampled_from(read)),)))
 
         @rule(chosen=st.lists(keys, min_size=1, max_size=5))
@@ -169,7 +169,7 @@ def rule_per_operation(examples: int, steps: int = 150) -> float:
                        database=None, phases=(Phase.generate,),
                        suppress_health_check=list(HealthCheck))
     start = time.perf_counter()
-    run_state_machine_as_test(PerOperation, settings=options)
+    run_state_machine_as_test(PerOperation, settings=options)  # type: ignore[no-untyped-call]  # hypothesis ships it untyped
     return (time.perf_counter() - start) / calls[0]
 
 

@@ -128,11 +128,13 @@ def agreement(releases: dict[str, VllmRelease], requests: Sequence[Request],
     targets: list[tuple[str, Callable[[], Target], bool]] = [
         ("OffloadManager vs spec, small trace",
          lambda: Target.native(OffloadManager(SMALL.capacity)), True)]
+    def vllm_target(release: VllmRelease) -> Callable[[], Target]:
+        return lambda: Target.vllm(
+            release.manager_class()(SMALL.capacity, "lru", enable_events=True),
+            contexts_for(release, small))
+
     for version, release in releases.items():
-        targets.append((f"vLLM {version} vs spec, small trace",
-                        lambda r=release: Target.vllm(
-                            r.manager_class()(SMALL.capacity, "lru", enable_events=True),
-                            contexts_for(r, small)),
+        targets.append((f"vLLM {version} vs spec, small trace", vllm_target(release),
                         version == "0.24.0"))
     for name, make, exact in targets:
         report = check_against_spec(make(), small, SMALL, exact_victims=exact)
@@ -177,9 +179,11 @@ def timed_runs(releases: dict[str, VllmRelease], requests: Sequence[Request],
     contenders["VllmFacade over OffloadManager"] = lambda: _run(
         lambda: VllmFacade(shape.capacity, "lru", True, types=VllmTypes.stand_ins()),
         lambda m: drive_vllm(m, requests, shape, no_contexts, VllmLookupResult.HIT))
+    def vllm_run(release: VllmRelease) -> Callable[[], tuple[int, tuple[int, int]]]:
+        return lambda: _run_vllm(release, requests, shape)
+
     for version, release in releases.items():
-        contenders[f"vLLM {version} CPUOffloadingManager"] = (
-            lambda r=release: _run_vllm(r, requests, shape))
+        contenders[f"vLLM {version} CPUOffloadingManager"] = vllm_run(release)
     return interleaved(contenders, rounds, "trace")
 
 
@@ -206,18 +210,23 @@ def pinned_runs(releases: dict[str, VllmRelease], pinned: int, evictable: int,
           f"CPU ns per round, median 100-round batch, garbage collector paused)")
     print(f"  {'manager':34s}" + "".join(f"{mode:>12s}" for mode in MODES)
           + "  pinned/none  in flight/none")
+    def native_row(policy: str) -> Callable[[str], float]:
+        return lambda mode: native_round_cost(
+            lambda c: OffloadManager(c, policy=policy), mode, pinned, evictable, rounds)
+
+    def vllm_row(release: VllmRelease, policy: str, context: Any) -> Callable[[str], float]:
+        return lambda mode: vllm_round_cost(lambda n: release.manager_class()(n, policy),
+                                            context, mode, pinned, evictable, rounds)
+
     rows: list[tuple[str, Callable[[str], float]]] = []
     for policy in ("lru", "arc"):
-        rows.append((f"OffloadManager ({policy})", lambda mode, p=policy: native_round_cost(
-            lambda c: OffloadManager(c, policy=p), mode, pinned, evictable, rounds)))
+        rows.append((f"OffloadManager ({policy})", native_row(policy)))
     rows.append(("bare dict+OrderedDict LRU", lambda mode: native_round_cost(
         BareLru, mode, pinned, evictable, rounds)))
     for version, release in releases.items():
         context = contexts_for(release, [Request("pinned", (), (), False)])[0]
         for policy in ("lru", "arc"):
-            rows.append((f"vLLM {version} ({policy})", lambda mode, r=release, p=policy, c=context:
-                         vllm_round_cost(lambda n: r.manager_class()(n, p), c, mode, pinned,
-                                         evictable, rounds)))
+            rows.append((f"vLLM {version} ({policy})", vllm_row(release, policy, context)))
     for name, cost in rows:
         costs = {mode: cost(mode) for mode in MODES}
         print(f"  {name:34s}" + "".join(f"{costs[m]:>12,.0f}" for m in MODES)
