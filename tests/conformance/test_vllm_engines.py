@@ -8,6 +8,11 @@ behind ``-m vllm_matrix``; its verdicts are the ones docs/engines.md reports (se
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 from kvoffload.conformance.config import CheckConfig, Profile
@@ -91,6 +96,53 @@ def test_vllm_0_20_2_fails_the_pr41795_corpus_cases(pytestconfig: pytest.Config)
 ENTRIES = [e for e in engines_data()["counterexamples"]
            if e["engine"] == "vllm" and " -O " not in e["command"]]
 """docs/engines.md's vLLM counterexamples (the ``-O`` runs' need ``python -O``)."""
+OPTIMIZED = [e for e in engines_data()["counterexamples"]
+             if e["engine"] == "vllm" and " -O " in e["command"]]
+"""docs/engines.md's vLLM counterexamples found under ``python -O`` (asserts gone)."""
+
+REPLAY = textwrap.dedent("""
+    import json, sys
+    from kvoffload.conformance.config import CheckConfig
+    from kvoffload.conformance.corpus import engine_cases
+    from kvoffload.conformance.corpus_replay import applies, make_driver, replay_case
+    cases = {c["name"]: c for c in engine_cases()}
+    results = {"optimize": sys.flags.optimize}
+    for entry in json.loads(sys.argv[1]):
+        config = CheckConfig.from_options(profile=entry["profile"], policy=entry["policy"],
+                                          level=entry["level"], assume=entry["assume"])
+        case = cases["engines-" + entry["name"]]
+        why = applies(case, config)
+        failed = None if why else replay_case(case, make_driver("vllm==" + entry["release"],
+                                                                 config))
+        results[entry["name"]] = "skipped" if why else ("failed" if failed else "passed")
+    print(json.dumps(results))
+""")
+
+
+def replay_elsewhere(entries: list[dict[str, object]], *flags: str) -> dict[str, object]:
+    """Replay recorded counterexamples in a fresh interpreter run with ``flags``."""
+    done = subprocess.run([sys.executable, *flags, "-c", REPLAY, json.dumps(entries)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    results: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    return results
+
+
+@pytest.mark.parametrize("release", sorted({e["release"] for e in OPTIMIZED}))
+def test_each_counterexample_found_under_dash_o_fails_on_replay_under_dash_o(
+    release: str, pytestconfig: pytest.Config
+) -> None:
+    """The ``-O`` runs' counterexamples, replayed under ``python -O`` as their runs were:
+    the release fails each one (vLLM's asserts, its only misuse checks, are gone)."""
+    vllm_target(pytestconfig, release)  # skips without the release's wheel
+    entries = [e for e in OPTIMIZED if e["release"] == release]
+    results = replay_elsewhere(entries, "-O")
+    assert results.pop("optimize") == 1
+    assert results == {e["name"]: "failed" for e in entries}
+    # The control: with its asserts on, the release rejects the misuse these cases make.
+    plain = replay_elsewhere([e for e in entries if str(e["name"]).endswith("-misuse")])
+    assert plain.pop("optimize") == 0
+    assert set(plain.values()) == {"passed"}
 
 
 @pytest.mark.parametrize("release", sorted({e["release"] for e in ENTRIES}))

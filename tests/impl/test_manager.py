@@ -288,7 +288,8 @@ def test_a_store_ticket_follows_its_slot_across_a_reset_that_held_slots() -> Non
     assert isinstance(held, StorePlan)
     manager.reset_cache()  # a's copy keeps running in its slot
     plan = manager.prepare_store(["b"])
-    assert isinstance(plan, StorePlan) and plan.slots != held.slots
+    assert isinstance(plan, StorePlan)
+    assert plan.slots != held.slots
     assert manager.complete_store(["b"], ticket=held.ticket) == Completion(ignored=("b",))
     assert manager.complete_store(["b"], ticket=plan.ticket) == Completion(applied=("b",))
     assert manager.complete_store(["a"], ticket=held.ticket) == Completion(released=("a",))
