@@ -21,10 +21,11 @@ would in an engine fed by a scheduler.
 Every timed round moves a region of at least 128 MiB per side and rounds alternate
 between two regions, so no round finds its data in the 32 MiB L3 cache left by the
 round before; the reference copy is cold for the same reason.
-Each timed round of a cell follows a 1 GiB reference copy, and the cell's ratio is
-the median of its per-round ratios, so load from other processes that comes and goes
-moves both sides of a ratio alike. One torch thread (on two cores the default two
-threads add milliseconds per op).
+Each timed round of a cell follows a 1 GiB reference copy, and the cell shows the
+median of its per-round ratios with the lowest and highest round (the spread), so
+load from other processes that comes and goes moves both sides of a ratio alike and
+the rounds it did move are visible. The goals of issue 12 are counted at the end.
+One torch thread (on two cores the default two threads add milliseconds per op).
 
     python benchmarks/bench_datapath.py [--rounds N] [--blocks 64 512 2048] [--json FILE]
 
@@ -66,15 +67,42 @@ REGION = 128 * MIB
 
 @dataclass
 class Cell:
+    """One cell: each column's ratio in every timed round, in round order.
+
+    ``copy``, ``engine`` and ``plain``: to the 1 GiB copy timed just before the round;
+    ``copy_of_plain``: ``plain`` / ``copy`` time in the round (1.0: the code adds nothing).
+    """
+
     block_kib: int
     batch: int
     direction: str
     pattern: str
-    copy_ratio: float
-    engine_ratio: float
-    plain_ratio: float = 0.0
-    copy_of_plain: float = 0.0
-    """The median of per-round ``copy`` / ``plain`` time ratios (1.0: the code adds nothing)."""
+    copy: list[float]
+    engine: list[float]
+    plain: list[float]
+    copy_of_plain: list[float]
+
+    def median(self, column: str) -> float:
+        return statistics.median(self.rounds(column))
+
+    def rounds(self, column: str) -> list[float]:
+        rounds: list[float] = getattr(self, column)
+        return rounds
+
+    def shown(self, column: str) -> str:
+        """The median of the column's per-round ratios, with their lowest and highest."""
+        rounds = self.rounds(column)
+        return f"{statistics.median(rounds):.2f} ({min(rounds):.2f}..{max(rounds):.2f})"
+
+
+COLUMNS = ("plain", "copy", "engine", "copy_of_plain")
+GOALS: tuple[tuple[str, float, Callable[[Cell], bool]], ...] = (
+    ("at least 0.95 for blocks of 512 KiB or more in batches of 16 or more", 0.95,
+     lambda cell: cell.block_kib >= 512 and cell.batch >= 16),
+    ("at least 0.7 for scattered 64 KiB blocks in batches of 16 or more", 0.7,
+     lambda cell: cell.block_kib == 64 and cell.batch >= 16 and cell.pattern == "scattered"),
+)
+"""The host-copy goals (issue 12), counted over the cells of the run by their medians."""
 
 
 def median_time(action: Callable[[], None], rounds: int) -> float:
@@ -118,6 +146,25 @@ def batches(rows: int, batch: int, pattern: str, side: str, seed: int) -> list[l
     return [ids[i:i + batch] for i in range(0, rows - rows % batch, batch)]
 
 
+def goal_lines(cells: list[Cell]) -> list[str]:
+    """For each goal: how many of its cells in this run meet it, by ``copy`` and by
+    ``engine`` (cell medians), with the lowest and highest median."""
+    lines = []
+    for text, least, applies in GOALS:
+        chosen = [cell for cell in cells if applies(cell)]
+        if not chosen:
+            lines.append(f"# goal {text}: no such cell in this run")
+            continue
+        counts = []
+        for column in ("copy", "engine"):
+            medians = sorted(cell.median(column) for cell in chosen)
+            met = sum(m >= least for m in medians)
+            counts.append(f"{column} {met} of {len(medians)} (medians {medians[0]:.2f}.."
+                          f"{medians[-1]:.2f})")
+        lines.append(f"# goal {text}: " + "; ".join(counts))
+    return lines
+
+
 def measure_block_size(nbytes: int, rounds: int, reference: Reference) -> list[Cell]:
     """Every cell of one block size. Each timed round of a cell comes right after a 1 GiB
     reference copy, and the cell's ratio is the median of the per-round ratios, so a
@@ -147,7 +194,10 @@ def measure_block_size(nbytes: int, rounds: int, reference: Reference) -> list[C
                     copy()  # warm-up: first-call costs
                     through()
                     plain()
-                    copy_ratios, engine_ratios, plain_ratios, of_plain = [], [], [], []
+                    copy_ratios: list[float] = []
+                    engine_ratios: list[float] = []
+                    plain_ratios: list[float] = []
+                    of_plain: list[float] = []
                     for _ in range(rounds):
                         gib_s = reference.time()
                         copy_s, plain_s = timed(copy), timed(plain)
@@ -155,11 +205,8 @@ def measure_block_size(nbytes: int, rounds: int, reference: Reference) -> list[C
                         engine_ratios.append(gib_s / timed(through) * moved / GIB)
                         plain_ratios.append(gib_s / plain_s * moved / GIB)
                         of_plain.append(plain_s / copy_s)
-                    cells.append(Cell(nbytes // KIB, batch, direction, pattern,
-                                      statistics.median(copy_ratios),
-                                      statistics.median(engine_ratios),
-                                      statistics.median(plain_ratios),
-                                      statistics.median(of_plain)))
+                    cells.append(Cell(nbytes // KIB, batch, direction, pattern, copy_ratios,
+                                      engine_ratios, plain_ratios, of_plain))
     finally:
         engine.close()
     return cells
@@ -299,14 +346,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# load average before {load_before[0]:.2f} {load_before[1]:.2f}, after "
           f"{load_after[0]:.2f} {load_after[1]:.2f}")
     print(f"# 1 GiB torch copy: median {statistics.median(speeds):.2f} GB/s over "
-          f"{len(speeds)} copies (min {speeds[0]:.2f}, max {speeds[-1]:.2f}); each ratio is "
-          "the median of per-round ratios to the copy timed just before the round")
+          f"{len(speeds)} copies (min {speeds[0]:.2f}, max {speeds[-1]:.2f}); each cell is "
+          "the median of its per-round ratios (to the copy timed just before the round), "
+          "with the lowest and highest round in brackets")
     print("| block | batch | direction | pattern | plain | copy | engine | copy of plain |")
     print("| ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |")
     for cell in cells:
         print(f"| {cell.block_kib} KiB | {cell.batch} | {cell.direction} | {cell.pattern} | "
-              f"{cell.plain_ratio:.2f} | {cell.copy_ratio:.2f} | {cell.engine_ratio:.2f} | "
-              f"{cell.copy_of_plain:.2f} |")
+              + " | ".join(cell.shown(column) for column in COLUMNS) + " |")
+    for line in goal_lines(cells):
+        print(line)
     cuda: list[dict[str, object]] = []
     if torch.cuda.is_available():
         cuda = cuda_cells(args.rounds)
@@ -320,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"reference_gbps": statistics.median(speeds), "load_before": load_before,
-                       "load_after": load_after, "cells": [asdict(c) for c in cells],
+                       "load_after": load_after, "reference_samples_s": reference.samples,
+                       "cells": [asdict(c) for c in cells],
                        "cuda": cuda}, out, indent=1)
     return 0
 
