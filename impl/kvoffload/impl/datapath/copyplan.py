@@ -124,7 +124,7 @@ class BlockCopy:
             return
         if not count:
             return
-        same_device = src.tensor.device == dst.tensor.device
+        same_device = src.torch_device == dst.torch_device
         src_range, dst_range = _is_range(src_ids), _is_range(dst_ids)
         if src_range and dst_range:
             self._slice(src_ids[0], dst_ids[0], count)
@@ -142,13 +142,13 @@ class BlockCopy:
     def _gather(self, src_ids: Sequence[int], d: int, n: int) -> None:
         """Rows ``src_ids`` (in destination order) into rows ``d .. d + n - 1``."""
         self.way = Way.GATHER
-        self._index = _index(src_ids, self.src.tensor.device)
+        self._index = _index(src_ids, self.src.torch_device)
         self._target = self.dst.tensor[d:d + n]
 
     def _scatter(self, s: int, dst_ids: Sequence[int], n: int) -> None:
         """Rows ``s .. s + n - 1`` into rows ``dst_ids`` (in source order)."""
         self.way = Way.SCATTER
-        self._index = _index(dst_ids, self.dst.tensor.device)
+        self._index = _index(dst_ids, self.dst.torch_device)
         self._source = self.src.wide[s:s + n]
 
     def _plan_any_order(self, src_ids: Sequence[int], dst_ids: Sequence[int],
@@ -184,7 +184,7 @@ class BlockCopy:
             torch.index_select(self.src.tensor, 0, self._index, out=self._target)
         elif way is Way.SCATTER:
             self.dst.wide.index_copy_(0, self._index, self._source)
-        elif self.src.tensor.device == self.dst.tensor.device and _FOREACH_COPY is not None:
+        elif self.src.torch_device == self.dst.torch_device and _FOREACH_COPY is not None:
             if self._targets:
                 _FOREACH_COPY(self._targets, self._sources, non_blocking=non_blocking)
         else:
