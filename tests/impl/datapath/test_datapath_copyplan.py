@@ -245,14 +245,17 @@ def test_big_jobs_move_the_right_bytes(pattern: str, direction: str, count: int)
         slots = rng.sample(range(len(pool)), count)
     if pattern == "both":
         rows = rng.sample(range(len(device)), count)
-    if pattern == "runs":  # three runs, given in no order
+    if pattern == "runs":  # three runs, apart on both sides, listed in another order
         cut = sorted(rng.sample(range(1, count), 2)) if count > 2 else [count, count]
         chunks = [list(zip(slots[a:b], rows[a:b], strict=True))
                   for a, b in pairwise([0, *cut, count])]
-        # the runs apart on both sides, in other orders: neither side is one range
-        pairs = [(s + (2 * count, 0, count)[i], r + (count, 2 * count, 0)[i])
+        # shifts whose differences never agree with the gap between two runs in the
+        # list, so no run continues another whichever order they come in
+        pairs = [(s + (2 * count, 0, count)[i], r + (0, count, 2 * count)[i])
                  for i, chunk in enumerate(chunks) for s, r in chunk]
-        rng.shuffle(pairs)
+        bounds = list(pairwise([0, *cut, count]))
+        rng.shuffle(bounds)
+        pairs = [pair for a, b in bounds for pair in pairs[a:b]]
         slots, rows = [s for s, _ in pairs], [r for _, r in pairs]
     src, src_ids, dst, dst_ids = ((device, rows, pool, slots) if direction == "store"
                                   else (pool, slots, device, rows))
@@ -263,6 +266,28 @@ def test_big_jobs_move_the_right_bytes(pattern: str, direction: str, count: int)
         scattered = Way.SCATTER if direction == "store" else Way.GATHER
         assert copy.way is {"contiguous": Way.SLICE, "scattered": scattered,
                             "both": Way.EACH, "runs": Way.EACH}[pattern]
+        continued = sum(s2 == s1 + 1 and d2 == d1 + 1 for (s1, d1), (s2, d2)
+                        in pairwise(zip(src_ids, dst_ids, strict=True)))
+        assert copy.copies == {"both": count - continued, "runs": 3}.get(pattern, 1)
+    copy.run()
+    assert torch.equal(dst, expected)
+
+
+@pytest.mark.parametrize(("src_ids", "dst_ids", "copies"), [
+    ([0, 1, 7, 8], [10, 11, 3, 4], 2),  # two runs, each in order
+    ([7, 8, 0, 1], [3, 4, 10, 11], 2),  # the same runs, listed the other way round
+    ([0, 7, 1, 8], [10, 3, 11, 4], 4),  # the runs' pairs listed apart: not merged
+    ([8, 7, 1, 0], [4, 3, 11, 10], 4),  # each run backwards: not merged
+    ([2, 3, 4, 9], [5, 6, 7, 0], 2),
+    ([5, 5, 6], [0, 8, 9], 2),  # a repeated source, then a run from it
+])
+def test_each_copies_one_run_at_a_time_merging_pairs_in_the_order_given(
+        src_ids: list[int], dst_ids: list[int], copies: int) -> None:
+    src, dst = blocks(12, seed=17), blocks(12, seed=18)
+    expected = naive(src, src_ids, dst, dst_ids)
+    copy = BlockCopy(Rows(src), src_ids, Rows(dst), dst_ids)
+    assert copy.way is Way.EACH
+    assert copy.copies == copies
     copy.run()
     assert torch.equal(dst, expected)
 
@@ -271,7 +296,7 @@ def test_an_empty_copy_moves_and_poisons_nothing() -> None:
     src, dst = blocks(3, seed=13), blocks(3, seed=14)
     before = dst.clone()
     copy = BlockCopy(Rows(src), [], Rows(dst), [])
-    assert (copy.blocks, copy.nbytes) == (0, 0)
+    assert (copy.blocks, copy.nbytes, copy.copies) == (0, 0, 0)
     copy.run()
     copy.poison()
     assert torch.equal(dst, before)

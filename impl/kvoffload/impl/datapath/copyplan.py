@@ -21,9 +21,10 @@ Planning runs on the submitting thread for every job, so it is kept to a few C-s
 steps: the common shapes (consecutive ids on one side or both, in order) are
 recognised without sorting or merging pairs, index tensors are built from an
 ``array`` buffer (``torch.tensor`` on a list of ints costs about three times as
-much), and the views of single rows come from :attr:`Rows.views`. Ids in any other
-order are sorted by destination and merged into runs (:func:`runs`) before the way
-is picked.
+much), and the views of single rows come from :attr:`Rows.views`. Pairs whose
+destinations, or sources, cover one range in another order are sorted by destination
+and merged into runs (:func:`runs`) before the way is picked; for ``each``, pairs are
+merged where they continue one another in the order given.
 """
 
 from __future__ import annotations
@@ -84,20 +85,31 @@ def runs(src_ids: Sequence[int], dst_ids: Sequence[int]) -> list[tuple[int, int,
 def _by_destination(src_ids: Sequence[int], dst_ids: Sequence[int]
                     ) -> tuple[list[int], list[int], list[int]]:
     """The pairs sorted by destination, as sources and destinations, and the positions
-    where a run starts (the pair before is not one row before on both sides).
-
-    Each pair is one int, ``dst * big + src`` with ``big`` above every source, so that
-    sorting and comparing run on ints at C speed (a loop over tuples costs several times
-    as much for a big job). Consecutive keys differ by ``big + 1`` exactly when the pair
-    continues a run: a larger destination step would need a source step of ``1 - big``
-    or less, and no two sources are that far apart.
-    """
+    where a run starts (:func:`_run_starts`)."""
     big = max(src_ids) + 2
-    keys = sorted(map(add, map(mul, dst_ids, repeat(big)), src_ids))
+    keys = sorted(_pair_keys(src_ids, dst_ids, big))
     src = list(map(mod, keys, repeat(big)))
     dst = list(map(floordiv, keys, repeat(big)))
-    starts = [0, *compress(range(1, len(keys)), map(ne, map(sub, keys[1:], keys), repeat(big + 1)))]
-    return src, dst, starts
+    return src, dst, _run_starts(keys, big)
+
+
+def _pair_keys(src_ids: Sequence[int], dst_ids: Sequence[int], big: int) -> list[int]:
+    """Each pair as one int, ``dst * big + src``, with ``big`` at least two above every
+    source, so that sorting and comparing pairs run on ints at C speed (a loop over
+    tuples costs several times as much for a big job)."""
+    return list(map(add, map(mul, dst_ids, repeat(big)), src_ids))
+
+
+def _run_starts(keys: list[int], big: int) -> list[int]:
+    """The positions in ``keys`` (:func:`_pair_keys`) where a run starts: where the
+    pair before is not one row before on both sides.
+
+    Two keys differ by ``big + 1`` exactly when the second pair continues the first:
+    any other destination step (destinations never repeat) would need a source step of
+    ``1 - big`` or less, or ``big + 1`` or more, and no two sources are that far apart.
+    """
+    steps = map(sub, keys[1:], keys)
+    return [0, *compress(range(1, len(keys)), map(ne, steps, repeat(big + 1)))]
 
 
 class BlockCopy:
@@ -153,27 +165,51 @@ class BlockCopy:
 
     def _plan_any_order(self, src_ids: Sequence[int], dst_ids: Sequence[int],
                         same_device: bool) -> None:
-        """The way for two or more pairs in no simple order: sorted by destination and
-        merged into runs, then a slice (one run), a gather (the destinations cover one
-        range), a scatter (the sources do, once each) or one copy per run."""
+        """The way for two or more pairs in no simple order.
+
+        Where the destinations, or the sources (once each), cover one range, the pairs
+        are sorted and moved by one slice (one run), one gather or one scatter.
+        Otherwise each run is copied on its own, merging the pairs that continue one
+        another in the order given: sorting random pairs to find runs listed apart
+        cost about as much planning as the copy calls it could save.
+        """
         count = self.blocks
-        src, dst, starts = _by_destination(src_ids, dst_ids)
-        if len(starts) == 1:
-            self._slice(src[0], dst[0], count)
-        elif same_device and dst[-1] - dst[0] == count - 1:  # destinations never repeat
-            self._gather(src, dst[0], count)
-        elif same_device and max(src) - min(src) == count - 1 and len(set(src)) == count:
-            by_source, _, _ = _by_destination(dst, src)  # sorted by source: the destinations
-            self._scatter(min(src), by_source, count)
-        else:
-            self.way = Way.EACH
-            if len(starts) == count:  # nothing merged: one view per row, at C speed
-                self._sources = _pick(self.src.views, src)
-                self._targets = _pick(self.dst.views, dst)
+        highest_src = max(src_ids)
+        one_dst_range = max(dst_ids) - min(dst_ids) == count - 1  # destinations never repeat
+        if one_dst_range or (highest_src - min(src_ids) == count - 1
+                             and len(set(src_ids)) == count):
+            src, dst, starts = _by_destination(src_ids, dst_ids)
+            if len(starts) == 1:
+                self._slice(src[0], dst[0], count)
+            elif same_device and one_dst_range:
+                self._gather(src, dst[0], count)
+            elif same_device:
+                by_source, _, _ = _by_destination(dst, src)  # sorted by source: destinations
+                self._scatter(min(src), by_source, count)
             else:
-                bounds = list(pairwise([*starts, count]))
-                self._sources = [_rows(self.src, src[a], b - a) for a, b in bounds]
-                self._targets = [_rows(self.dst, dst[a], b - a) for a, b in bounds]
+                self._each(src, dst, starts)
+            return
+        self._each(src_ids, dst_ids, _run_starts(_pair_keys(src_ids, dst_ids, highest_src + 2),
+                                                 highest_src + 2))
+
+    def _each(self, src_ids: Sequence[int], dst_ids: Sequence[int], starts: list[int]) -> None:
+        """One copy per run (runs start at ``starts``)."""
+        self.way = Way.EACH
+        count = self.blocks
+        if len(starts) == count:  # nothing merged: one view per row, at C speed
+            self._sources = _pick(self.src.views, src_ids)
+            self._targets = _pick(self.dst.views, dst_ids)
+        else:
+            bounds = list(pairwise([*starts, count]))
+            self._sources = [_rows(self.src, src_ids[a], b - a) for a, b in bounds]
+            self._targets = [_rows(self.dst, dst_ids[a], b - a) for a, b in bounds]
+
+    @property
+    def copies(self) -> int:
+        """How many torch copies :meth:`run` issues (one per run for ``each``)."""
+        if self.way is Way.EACH:
+            return len(self._targets)
+        return 1 if self.blocks else 0
 
     def run(self, non_blocking: bool = False) -> None:
         """Move the bytes (on the calling thread; torch releases the GIL meanwhile)."""
@@ -224,7 +260,7 @@ def _index(ids: Sequence[int], device: torch.device) -> torch.Tensor:
     return index if device.type == "cpu" else index.to(device)
 
 
-def _pick(views: tuple[torch.Tensor, ...], ids: list[int]) -> Sequence[torch.Tensor]:
+def _pick(views: tuple[torch.Tensor, ...], ids: Sequence[int]) -> Sequence[torch.Tensor]:
     """``views[i]`` for each id (two or more), at C speed."""
     picked: tuple[torch.Tensor, ...] = itemgetter(*ids)(views)
     return picked
