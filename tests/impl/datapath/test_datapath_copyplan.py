@@ -328,3 +328,32 @@ def test_a_planned_copy_keeps_its_ids_after_the_caller_drops_or_changes_them(
 def test_ids_that_are_not_ints_are_refused(src_ids: list[object], dst_ids: list[object]) -> None:
     with pytest.raises(BadBlockIds, match="must be ints"):
         check_pairs(Rows(blocks(4)), src_ids, Rows(blocks(4)), dst_ids)  # type: ignore[arg-type]  # the wrong types are the point
+
+
+@pytest.mark.parametrize(("src_ids", "dst_ids", "way", "copies"), [
+    ([4], [1], Way.SLICE, 1),
+    ([3, 4, 5], [0, 1, 2], Way.SLICE, 1),
+    ([5, 3, 4], [2, 0, 1], Way.SLICE, 1),  # one run, out of order
+    ([5, 1, 7], [2, 3, 4], Way.EACH, 3),  # a gather on one device
+    ([0, 1, 2], [7, 1, 4], Way.EACH, 3),  # a scatter on one device
+    ([9, 2, 6, 0], [3, 1, 0, 2], Way.EACH, 4),
+    ([0, 1, 7, 8], [10, 11, 3, 4], Way.EACH, 2),
+])
+def test_across_devices_the_plan_uses_no_index_kernel(
+        src_ids: list[int], dst_ids: list[int], way: Way, copies: int,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Host <-> CUDA (what CudaEngine plans; no GPU here): the rows say they live on
+    another device, so the plan must copy runs one by one, never gather or scatter."""
+    src, dst = blocks(12, seed=19), blocks(12, seed=20)
+    expected = naive(src, src_ids, dst, dst_ids)
+    device_rows = Rows(dst)
+    device_rows.torch_device = torch.device("cuda", 0)  # only the plan reads it
+    copy = BlockCopy(Rows(src), src_ids, device_rows, dst_ids)
+    assert (copy.way, copy.copies) == (way, copies)
+
+    def no_foreach(*_: object, **__: object) -> None:
+        raise AssertionError("_foreach_copy_ runs on one device only")
+
+    monkeypatch.setattr(copyplan, "_FOREACH_COPY", no_foreach)
+    copy.run(non_blocking=True)
+    assert torch.equal(dst, expected)
