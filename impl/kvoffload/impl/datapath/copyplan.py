@@ -48,6 +48,7 @@ POISON = -0x2152411021524111
 """What an unfinished or failed copy leaves in the bytes it should have written
 (``0xDEADBEEFDEADBEEF`` in each 8 bytes, truncated for narrower rows)."""
 
+
 class Way(enum.Enum):
     """How a planned copy moves its rows."""
 
