@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import random
 import sys
 import threading
 import time
+from itertools import pairwise
 
 import pytest
 import torch
@@ -174,4 +176,184 @@ def test_each_copies_without_the_private_foreach_function(
     copy = BlockCopy(Rows(src), [2, 3, 9], Rows(dst), [0, 1, 6])
     assert copy.way is Way.EACH
     copy.run()
+    assert torch.equal(dst, expected)
+
+
+def merged_one_by_one(src_ids: list[int], dst_ids: list[int]) -> list[tuple[int, int, int]]:
+    """The runs, merged pair by pair in a plain loop (what :func:`runs` computes on ints)."""
+    merged: list[tuple[int, int, int]] = []
+    for s, d in sorted(zip(src_ids, dst_ids, strict=True), key=lambda pair: pair[1]):
+        if merged and merged[-1][0] + merged[-1][2] == s and merged[-1][1] + merged[-1][2] == d:
+            merged[-1] = (merged[-1][0], merged[-1][1], merged[-1][2] + 1)
+        else:
+            merged.append((s, d, 1))
+    return merged
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_runs_match_a_pair_by_pair_merge(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(200):
+        count = rng.randint(1, 40)
+        dst_ids = rng.sample(range(rng.randint(count, 3 * count)), count)
+        if rng.random() < 0.5:  # runs: consecutive sources for consecutive destinations
+            start = rng.randint(0, 50)
+            src_ids = [start + d - min(dst_ids) if rng.random() < 0.8 else rng.randrange(60)
+                       for d in dst_ids]
+        else:
+            src_ids = [rng.randrange(rng.randint(1, 60)) for _ in range(count)]  # repeats too
+        assert runs(src_ids, dst_ids) == merged_one_by_one(src_ids, dst_ids), (src_ids, dst_ids)
+
+
+def test_runs_do_not_merge_a_source_step_back_to_zero_with_a_destination_gap() -> None:
+    # pairs are merged on ints dst * big + src with big = max(src) + 2: a destination
+    # step of 2 with the source falling from its largest to 0 must stay two runs
+    assert runs([5, 0], [0, 2]) == [(5, 0, 1), (0, 2, 1)]
+    assert runs([0, 6, 0], [3, 4, 6]) == [(0, 3, 1), (6, 4, 1), (0, 6, 1)]
+    assert runs([2, 3, 4, 0, 1], [7, 8, 9, 10, 11]) == [(2, 7, 3), (0, 10, 2)]
+
+
+@pytest.mark.parametrize(("src_ids", "dst_ids", "way"), [
+    ([5, 3, 4], [2, 0, 1], Way.SLICE),  # one run, given out of order
+    ([1, 0], [6, 5], Way.SLICE),
+    ([9, 2, 6, 0], [3, 1, 0, 2], Way.GATHER),  # destinations: one range, out of order
+    ([2, 0, 3, 1], [9, 4, 0, 7], Way.SCATTER),  # sources: one range, once each, out of order
+    ([1, 1, 2], [0, 5, 9], Way.EACH),  # sources span one range but repeat
+    ([0, 1, 7, 8], [10, 11, 3, 4], Way.EACH),  # two runs of two
+    ([4, 4, 4], [9, 1, 5], Way.EACH),  # one source everywhere
+])
+def test_the_way_for_ids_in_no_simple_order(src_ids: list[int], dst_ids: list[int],
+                                            way: Way) -> None:
+    src, dst = blocks(12, seed=11), blocks(12, seed=12)
+    expected = naive(src, src_ids, dst, dst_ids)
+    copy = BlockCopy(Rows(src), src_ids, Rows(dst), dst_ids)
+    assert copy.way is way
+    copy.run()
+    assert torch.equal(dst, expected)
+
+
+@pytest.mark.parametrize("pattern", ["contiguous", "scattered", "both", "runs"])
+@pytest.mark.parametrize("direction", ["store", "load"])
+@pytest.mark.parametrize("count", [1, 2, 16, 300])
+def test_big_jobs_move_the_right_bytes(pattern: str, direction: str, count: int) -> None:
+    """Store (device rows -> pool slots) and load (back) between tensors of different
+    lengths, for the patterns the benchmark times and for jobs made of runs."""
+    rng = random.Random(f"{pattern}-{direction}-{count}")
+    pool, device = blocks(3 * count + 3, seed=21), blocks(3 * count + 5, seed=22)
+    slots, rows = list(range(3, 3 + count)), list(range(2, 2 + count))
+    if pattern in ("scattered", "both"):
+        slots = rng.sample(range(len(pool)), count)
+    if pattern == "both":
+        rows = rng.sample(range(len(device)), count)
+    if pattern == "runs":  # three runs, apart on both sides, listed in another order
+        cut = sorted(rng.sample(range(1, count), 2)) if count > 2 else [count, count]
+        chunks = [list(zip(slots[a:b], rows[a:b], strict=True))
+                  for a, b in pairwise([0, *cut, count])]
+        # shifts whose differences never agree with the gap between two runs in the
+        # list, so no run continues another whichever order they come in
+        pairs = [(s + (2 * count, 0, count)[i], r + (0, count, 2 * count)[i])
+                 for i, chunk in enumerate(chunks) for s, r in chunk]
+        bounds = list(pairwise([0, *cut, count]))
+        rng.shuffle(bounds)
+        pairs = [pair for a, b in bounds for pair in pairs[a:b]]
+        slots, rows = [s for s, _ in pairs], [r for _, r in pairs]
+    src, src_ids, dst, dst_ids = ((device, rows, pool, slots) if direction == "store"
+                                  else (pool, slots, device, rows))
+    check_pairs(Rows(src), src_ids, Rows(dst), dst_ids)
+    expected = naive(src, src_ids, dst, dst_ids)
+    copy = BlockCopy(Rows(src), src_ids, Rows(dst), dst_ids)
+    if count > 2:
+        scattered = Way.SCATTER if direction == "store" else Way.GATHER
+        assert copy.way is {"contiguous": Way.SLICE, "scattered": scattered,
+                            "both": Way.EACH, "runs": Way.EACH}[pattern]
+        continued = sum(s2 == s1 + 1 and d2 == d1 + 1 for (s1, d1), (s2, d2)
+                        in pairwise(zip(src_ids, dst_ids, strict=True)))
+        assert copy.copies == {"both": count - continued, "runs": 3}.get(pattern, 1)
+    copy.run()
+    assert torch.equal(dst, expected)
+
+
+@pytest.mark.parametrize(("src_ids", "dst_ids", "copies"), [
+    ([0, 1, 7, 8], [10, 11, 3, 4], 2),  # two runs, each in order
+    ([7, 8, 0, 1], [3, 4, 10, 11], 2),  # the same runs, listed the other way round
+    ([0, 7, 1, 8], [10, 3, 11, 4], 4),  # the runs' pairs listed apart: not merged
+    ([8, 7, 1, 0], [4, 3, 11, 10], 4),  # each run backwards: not merged
+    ([2, 3, 4, 9], [5, 6, 7, 0], 2),
+    ([5, 5, 6], [0, 8, 9], 2),  # a repeated source, then a run from it
+])
+def test_each_copies_one_run_at_a_time_merging_pairs_in_the_order_given(
+        src_ids: list[int], dst_ids: list[int], copies: int) -> None:
+    src, dst = blocks(12, seed=17), blocks(12, seed=18)
+    expected = naive(src, src_ids, dst, dst_ids)
+    copy = BlockCopy(Rows(src), src_ids, Rows(dst), dst_ids)
+    assert copy.way is Way.EACH
+    assert copy.copies == copies
+    copy.run()
+    assert torch.equal(dst, expected)
+
+
+def test_an_empty_copy_moves_and_poisons_nothing() -> None:
+    src, dst = blocks(3, seed=13), blocks(3, seed=14)
+    before = dst.clone()
+    copy = BlockCopy(Rows(src), [], Rows(dst), [])
+    assert (copy.blocks, copy.nbytes, copy.copies) == (0, 0, 0)
+    copy.run()
+    copy.poison()
+    assert torch.equal(dst, before)
+
+
+@pytest.mark.parametrize(("src_ids", "dst_ids"), [
+    ([7, 3, 5], [0, 1, 2]), ([0, 1, 2], [7, 3, 5]), ([7, 3, 5], [2, 8, 4]),
+])
+def test_a_planned_copy_keeps_its_ids_after_the_caller_drops_or_changes_them(
+        src_ids: list[int], dst_ids: list[int]) -> None:
+    # index tensors live on buffers the plan built: they must outlive the caller's lists
+    src, dst = blocks(10, seed=15), blocks(10, seed=16)
+    expected = naive(src, src_ids, dst, dst_ids)
+    copy = BlockCopy(Rows(src), src_ids, Rows(dst), dst_ids)
+    planned_dst = list(dst_ids)
+    src_ids[:] = [0] * len(src_ids)
+    dst_ids[:] = [9] * len(dst_ids)
+    del src_ids, dst_ids
+    gc.collect()
+    _ = [list(range(64)) for _ in range(100)]  # reuse freed memory
+    copy.run()
+    assert torch.equal(dst, expected)
+    copy.poison()
+    assert bool((Rows(dst).tensor[planned_dst] == POISON).all())
+    assert torch.equal(dst[9], expected[9])
+
+
+@pytest.mark.parametrize(("src_ids", "dst_ids"), [([1.0], [0]), ([0], ["1"]), ([0, None], [1, 2])])
+def test_ids_that_are_not_ints_are_refused(src_ids: list[object], dst_ids: list[object]) -> None:
+    with pytest.raises(BadBlockIds, match="must be ints"):
+        check_pairs(Rows(blocks(4)), src_ids, Rows(blocks(4)), dst_ids)  # type: ignore[arg-type]  # the wrong types are the point
+
+
+@pytest.mark.parametrize(("src_ids", "dst_ids", "way", "copies"), [
+    ([4], [1], Way.SLICE, 1),
+    ([3, 4, 5], [0, 1, 2], Way.SLICE, 1),
+    ([5, 3, 4], [2, 0, 1], Way.SLICE, 1),  # one run, out of order
+    ([5, 1, 7], [2, 3, 4], Way.EACH, 3),  # a gather on one device
+    ([0, 1, 2], [7, 1, 4], Way.EACH, 3),  # a scatter on one device
+    ([9, 2, 6, 0], [3, 1, 0, 2], Way.EACH, 4),
+    ([0, 1, 7, 8], [10, 11, 3, 4], Way.EACH, 2),
+])
+def test_across_devices_the_plan_uses_no_index_kernel(
+        src_ids: list[int], dst_ids: list[int], way: Way, copies: int,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Host <-> CUDA (what CudaEngine plans; no GPU here): the rows say they live on
+    another device, so the plan must copy runs one by one, never gather or scatter."""
+    src, dst = blocks(12, seed=19), blocks(12, seed=20)
+    expected = naive(src, src_ids, dst, dst_ids)
+    device_rows = Rows(dst)
+    device_rows.torch_device = torch.device("cuda", 0)  # only the plan reads it
+    copy = BlockCopy(Rows(src), src_ids, device_rows, dst_ids)
+    assert (copy.way, copy.copies) == (way, copies)
+
+    def no_foreach(*_: object, **__: object) -> None:
+        raise AssertionError("_foreach_copy_ runs on one device only")
+
+    monkeypatch.setattr(copyplan, "_FOREACH_COPY", no_foreach)
+    copy.run(non_blocking=True)
     assert torch.equal(dst, expected)

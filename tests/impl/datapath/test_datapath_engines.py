@@ -18,11 +18,12 @@ from kvoffload.impl.datapath import (
     LayoutMismatch,
     ThreadedEngine,
     UnknownJob,
+    copyplan,
     fail_jobs,
     fail_randomly,
 )
+from kvoffload.impl.datapath.copyplan import Way
 from kvoffload.impl.datapath.guard import BlockGuard
-from kvoffload.impl.datapath.rows import Rows
 from kvoffload.spec.vocabulary import CopyKind
 
 
@@ -204,15 +205,20 @@ def test_threaded_failure_injection_tears_the_destination() -> None:
         engine.close()
 
 
-def test_a_copy_that_raises_on_the_worker_is_a_failed_job() -> None:
+def test_a_copy_that_raises_on_the_worker_is_a_failed_job(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("the copy broke midway")
+
+    # the job is planned (and its views taken) at submit, so the copy is broken where it
+    # runs: the "each" way's torch call (neither side of [1, 5] -> [3, 0] is one range)
+    monkeypatch.setattr(copyplan, "_FOREACH_COPY", broken)
     engine = ThreadedEngine(HostBlockPool(4, LAYOUT), device_blocks(8))
     try:
-        engine.pause()
-        job = engine.submit_store([4], [2])
+        job = engine.submit_store([1, 5], [3, 0])
         planned = engine.job(job)
         assert planned is not None
-        planned.copy.src = Rows(torch.zeros((1, 1), dtype=torch.float16))  # its source vanished
-        engine.resume()
+        assert planned.copy.way is Way.EACH
         assert engine.wait(timeout=60)
         (result,) = engine.poll()
         assert result.job_id == job

@@ -16,7 +16,7 @@ class Rows:
     microsecond of Python; the copy of a 64 KiB block only a few).
     """
 
-    __slots__ = ("blocks", "tensor", "views", "wide")
+    __slots__ = ("blocks", "row_bytes", "tensor", "torch_device", "views", "wide")
 
     def __init__(self, blocks: torch.Tensor) -> None:
         self.blocks = blocks
@@ -25,13 +25,13 @@ class Rows:
         self.wide = as_wide_rows(self.tensor)
         """The rows as 16-byte elements where they divide a row, for element-wise kernels
         (``index_copy_`` moves one element at a time: twice as fast as with 8 bytes)."""
+        self.row_bytes: int = self.tensor.shape[1] * self.tensor.element_size()
+        """Bytes in one row (one block)."""
+        self.torch_device = self.tensor.device
+        """Where the rows live (read once: each copy planned compares two of them)."""
 
     def __len__(self) -> int:
         return len(self.views)
-
-    @property
-    def row_bytes(self) -> int:
-        return self.tensor.shape[1] * self.tensor.element_size()
 
     def check_ids(self, ids: tuple[int, ...], what: str) -> None:
         """Raise unless every id names a row of this tensor.

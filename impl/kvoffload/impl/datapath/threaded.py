@@ -59,7 +59,8 @@ class ThreadedEngine(TransferEngine):
             with self._lock:
                 self._end(job, success, error)
                 self._running -= 1
-                self._idle.notify_all()
+                if not self._running:  # what wait() waits for: waking it per job would
+                    self._idle.notify_all()  # make the waiter take the lock and the GIL each time
 
     def _copy(self, job: Job) -> tuple[bool, str | None]:
         """Run one job's copy; any error (or an injected failure) is a failed job."""
