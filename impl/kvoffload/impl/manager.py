@@ -725,14 +725,15 @@ class OffloadManager:
         ``take_events``) and return those two sets."""
         stored, removed, log = self._stored, self._removed, self._log
         if log:
-            for became_ready, keys in log:
-                came, went = (stored, removed) if became_ready else (removed, stored)
-                for key in keys:
-                    if key in went:  # it had changed the other way since: no news
-                        went.remove(key)
-                    else:
-                        came.add(key)
+            _fold(log, stored, removed)
             log.clear()
+        return stored, removed
+
+    def _news(self) -> tuple[set[Key], set[Key]]:
+        """The net change since the last ``take_events`` (stored, removed), as copies:
+        the log stays as it is, so inspecting a manager changes none of its state."""
+        stored, removed = set(self._stored), set(self._removed)
+        _fold(self._log or (), stored, removed)
         return stored, removed
 
     @property
@@ -751,7 +752,7 @@ class OffloadManager:
 
     def view(self) -> ManagerView:
         """A snapshot of the whole state (O(size); for tests and reports)."""
-        stored, removed = self._fold_events()
+        stored, removed = self._news()
         return ManagerView(
             epoch=self._epoch,
             storing=tuple(self._storing.items()),
@@ -815,12 +816,25 @@ class OffloadManager:
                                      "a slot is held twice, or both held and free")
         if sorted(used + free) != list(range(self._capacity)):
             raise InvariantViolation("slots_in_range", "slots leak or lie outside the tier")
-        stored, removed = self._fold_events()
+        stored, removed = self._news()
         if not stored <= ready.keys() or removed & ready.keys():
             raise InvariantViolation("events_replay_to_ready_set",
                                      "pending events disagree with the READY set")
         evictable = ready.keys() - readers.keys()
         self._order.check({**storing, **ready}, evictable)
+
+
+def _fold(log: Iterable[tuple[bool, tuple[Key, ...]]], stored: set[Key], removed: set[Key]
+          ) -> None:
+    """Apply logged changes of the READY set, in order, to a net change (``stored``,
+    ``removed``)."""
+    for became_ready, keys in log:
+        came, went = (stored, removed) if became_ready else (removed, stored)
+        for key in keys:
+            if key in went:  # it had changed the other way since: no news
+                went.remove(key)
+            else:
+                came.add(key)
 
 
 def _distinct(keys: Iterable[Key]) -> tuple[Key, ...]:
