@@ -134,13 +134,9 @@ class EvictsMoreThanNeeded(OffloadManager):
         if isinstance(plan, StorePlan) and plan.evicted:
             more = len([k for k in self._order.evictable_keys() if k not in keys][:1])
             extra = self._order.evict(more, set(keys))
-            stored, removed = self._fold_events()
             for key in extra:
                 self._free.append(self._ready.pop(key))
-                if key in stored:
-                    stored.remove(key)
-                else:
-                    removed.add(key)
+            self._changed(False, tuple(extra))
             return replace(plan, evicted=(*plan.evicted, *extra))
         return plan
 
@@ -175,7 +171,7 @@ class AnnouncesBeforeReady(OffloadManager):
     def prepare_store(self, keys: Iterable[Key]) -> StorePlan | StoreRejected:
         plan = super().prepare_store(keys)
         if isinstance(plan, StorePlan):
-            self._fold_events()[0].update(plan.keys)
+            self._changed(True, plan.keys)
         return plan
 
 
@@ -223,11 +219,7 @@ class FailedStoreDropsReadyBlock(OffloadManager):
                     self._order.pinned([key])
                     self._order.removed([key])
                     self._free.append(self._ready.pop(key))
-                    stored, removed = self._fold_events()
-                    if key in stored:
-                        stored.remove(key)
-                    else:
-                        removed.add(key)
+                    self._changed(False, (key,))
         return done
 
 

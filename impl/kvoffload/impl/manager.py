@@ -314,21 +314,14 @@ class OffloadManager:
         """``complete_load`` in vLLM's form under LRU when the keys are distinct and each has
         a running load on its READY block (the usual call): each key's oldest load
         finishes; a block whose last reader left becomes the most recent."""
-        readers, more = self._readers, self._more_loads
+        more = self._more_loads
         if not more or more.keys().isdisjoint(keys):  # each key's only reader leaves
+            readers = self._readers
             for key in keys:
                 del readers[key]
                 queue[key] = None
-            return completion(keys if type(keys) is tuple else tuple(keys), (), ())
-        for key in keys:  # some blocks are read by later loads too (popular prefixes)
-            later = more.get(key)
-            if later is None:
-                del readers[key]
-                queue[key] = None
-            else:
-                readers[key] = later.pop(0)
-                if not later:
-                    del more[key]
+        else:  # some blocks are read by later loads too (popular prefixes)
+            self._finish_loads(keys, None)
         return completion(keys if type(keys) is tuple else tuple(keys), (), ())
 
     def _one_evictable(self, key: Key) -> Completion:
@@ -520,23 +513,14 @@ class OffloadManager:
                     candidates -= sum(1 for k in protected if k in ready and k not in readers)
             if needed > candidates:
                 return StoreRejected(needed=len(new), available=free + candidates)
-        queue = self._queue
-        if queue is None:
+        if self._queue is None:
             victims = tuple(self._order.stored(new, free, protected))
-        elif protected:
+        else:  # LRU with keys of the call to protect (prepare_store takes the rest)
             victims = tuple(self._order.evict(needed, protected))
-        elif needed == 1:
-            victims = (queue.popitem(False)[0],)
-        else:
-            victims = tuple(islice(queue, needed))
-            for key in victims:
-                del queue[key]
         if not victims:
             return victims
         self._free.extend(map(ready.pop, victims))
-        log = self._log
-        if log is not None:
-            log.append((False, victims))
+        self._changed(False, victims)
         return victims
 
     def complete_store(
@@ -555,34 +539,15 @@ class OffloadManager:
             if len(keys) == 1:
                 key = keys[0]
                 if key in storing and (ticket is None or slot_jobs[storing[key]] == ticket):
-                    # decode's usual call: one block becomes READY
-                    self._ready[key] = storing.pop(key)
-                    done: tuple[Key, ...] = (key,)
-                    queue = self._queue
-                    if queue is None:
-                        self._order.evictable(done)
-                    else:
-                        queue[key] = None
-                    log = self._log
-                    if log is not None:
-                        log.append((True, done))
+                    done: tuple[Key, ...] = (key,)  # decode's usual call: one block READY
+                    self._stores_done(done, (storing.pop(key),))
                     return completion(done, (), ())
             elif ticket is None:
                 pop = storing.pop
                 slots = list(map(pop, keys, _NO_SLOTS))
                 if None not in slots:  # every key STORING, none twice: vLLM's usual call
                     done = keys if isinstance(keys, tuple) else tuple(keys)
-                    queue = self._queue
-                    if queue is None:
-                        self._stores_done(done, slots)  # type: ignore[arg-type]  # None ruled out
-                    else:  # LRU: each block READY and most recent, in one pass
-                        ready = self._ready
-                        for key, slot in zip(done, slots):  # noqa: B905  # same length; strict= costs a keyword parse
-                            ready[key] = slot  # type: ignore[assignment]  # None ruled out
-                            queue[key] = None
-                        log = self._log
-                        if log is not None:
-                            log.append((True, done))
+                    self._stores_done(done, slots)  # type: ignore[arg-type]  # None ruled out
                     return completion(done, (), ())
                 for key, slot in zip(keys, slots):  # noqa: B905  # same length; put back, sorted out below
                     if slot is not None:
@@ -622,13 +587,11 @@ class OffloadManager:
         if queue is None:
             ready.update(zip(keys, slots, strict=True))
             self._order.evictable(keys)
-        else:
+        else:  # LRU: each block READY and most recent, in one pass
             for key, slot in zip(keys, slots):  # noqa: B905  # same length; strict= costs a keyword parse
                 ready[key] = slot
                 queue[key] = None
-        log = self._log
-        if log is not None:
-            log.append((True, keys))
+        self._changed(True, keys)
 
     def reset_cache(self) -> int:
         """Drop every block and start a new epoch; returns the new epoch.
@@ -692,13 +655,6 @@ class OffloadManager:
                 log.clear()
                 news = frozenset(keys)
                 return events(news, _NONE) if became_ready else events(_NONE, news)
-            if len(log) == 2:  # usually an eviction and a store completion
-                (first_ready, first), (second_ready, second) = log
-                if first_ready is not second_ready:
-                    one, other = frozenset(first), frozenset(second)
-                    if one.isdisjoint(other):  # no key changed twice
-                        log.clear()
-                        return events(other, one) if second_ready else events(one, other)
             # A key that changed once changed for good; one that changed twice or more
             # (left and came back, or the reverse) needs the fold below.
             came: list[Key] = []
@@ -719,6 +675,13 @@ class OffloadManager:
         stored.clear()
         removed.clear()
         return taken
+
+    def _changed(self, became_ready: bool, keys: tuple[Key, ...]) -> None:
+        """Log that ``keys`` became READY (or left it); nothing with ``net_events=False``.
+        The hot paths append to the log inline."""
+        log = self._log
+        if log is not None:
+            log.append((became_ready, keys))
 
     def _fold_events(self) -> tuple[set[Key], set[Key]]:
         """Fold the log into ``_stored`` / ``_removed`` (the net change since the last
