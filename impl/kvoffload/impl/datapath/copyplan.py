@@ -235,7 +235,7 @@ class BlockCopy:
         otherwise all of it. The pattern matches no block the tests store.
         """
         poison = _poison_for(self.dst.tensor.dtype)
-        for d, n in _ranges(self._dst_ids):
+        for _, d, n in runs(self._dst_ids, self._dst_ids):  # its ranges, in order
             target = self.dst.tensor[d:d + n]
             if torn:
                 target = target[:, target.shape[1] // 2:]
@@ -269,17 +269,6 @@ def _pick(views: tuple[torch.Tensor, ...], ids: Sequence[int]) -> Sequence[torch
 
 def _rows(rows: Rows, start: int, count: int) -> torch.Tensor:
     return rows.views[start] if count == 1 else rows.tensor[start:start + count]
-
-
-def _ranges(ids: Sequence[int]) -> list[tuple[int, int]]:
-    """``(start, length)`` of the consecutive ranges ``ids`` cover, in increasing order."""
-    ranges: list[tuple[int, int]] = []
-    for i in sorted(ids):
-        if ranges and ranges[-1][0] + ranges[-1][1] == i:
-            ranges[-1] = (ranges[-1][0], ranges[-1][1] + 1)
-        else:
-            ranges.append((i, 1))
-    return ranges
 
 
 def _poison_for(dtype: torch.dtype) -> int:
