@@ -74,3 +74,21 @@ def types_of(release: VllmRelease) -> VllmTypes:
 def req_context(release: VllmRelease) -> Any:
     context = release.base().ReqContext
     return context(req_id="r") if "req_id" in inspect.signature(context).parameters else context()
+
+
+def replay_recorded(entry: dict[str, Any]) -> str:
+    """Replay one of docs/engines.md's recorded counterexamples (an entry of
+    ``corpus_engines.json``) as its corpus case, against its own release under its run's
+    options: ``"failed"``, ``"passed"``, or ``"skipped"`` where the case does not apply
+    to those options (a case tagged level exact, from a run at level any)."""
+    from kvoffload.conformance.config import CheckConfig
+    from kvoffload.conformance.corpus import engine_cases
+    from kvoffload.conformance.corpus_replay import applies, make_driver, replay_case
+
+    config = CheckConfig.from_options(profile=entry["profile"], policy=entry["policy"],
+                                      level=entry["level"], assume=entry["assume"])
+    case = next(c for c in engine_cases() if c["name"] == f"engines-{entry['name']}")
+    if applies(case, config) is not None:
+        return "skipped"
+    failed = replay_case(case, make_driver(f"vllm=={entry['release']}", config))
+    return "passed" if failed is None else "failed"

@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +20,7 @@ from kvoffload.conformance.config import CheckConfig, Profile
 from kvoffload.conformance.corpus import engine_cases, engines_data
 from kvoffload.conformance.corpus_replay import applies, make_driver, replay_case
 from kvoffload.conformance.runner import run_check
-from vllm_releases import VLLM_ASSUMPTIONS, vllm_target
+from vllm_releases import VLLM_ASSUMPTIONS, replay_recorded, vllm_target
 
 
 def vllm_config(profile: Profile = Profile.STRICT, dropped: str | None = None,
@@ -102,26 +103,20 @@ OPTIMIZED = [e for e in engines_data()["counterexamples"]
 
 REPLAY = textwrap.dedent("""
     import json, sys
-    from kvoffload.conformance.config import CheckConfig
-    from kvoffload.conformance.corpus import engine_cases
-    from kvoffload.conformance.corpus_replay import applies, make_driver, replay_case
-    cases = {c["name"]: c for c in engine_cases()}
+    sys.path.insert(0, sys.argv[2])
+    from vllm_releases import replay_recorded
     results = {"optimize": sys.flags.optimize}
     for entry in json.loads(sys.argv[1]):
-        config = CheckConfig.from_options(profile=entry["profile"], policy=entry["policy"],
-                                          level=entry["level"], assume=entry["assume"])
-        case = cases["engines-" + entry["name"]]
-        why = applies(case, config)
-        failed = None if why else replay_case(case, make_driver("vllm==" + entry["release"],
-                                                                 config))
-        results[entry["name"]] = "skipped" if why else ("failed" if failed else "passed")
+        results[entry["name"]] = replay_recorded(entry)
     print(json.dumps(results))
 """)
 
 
 def replay_elsewhere(entries: list[dict[str, object]], *flags: str) -> dict[str, object]:
-    """Replay recorded counterexamples in a fresh interpreter run with ``flags``."""
-    done = subprocess.run([sys.executable, *flags, "-c", REPLAY, json.dumps(entries)],
+    """Replay recorded counterexamples (:func:`replay_recorded`) in a fresh interpreter
+    run with ``flags``."""
+    tests = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, *flags, "-c", REPLAY, json.dumps(entries), tests],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     results: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
@@ -152,19 +147,16 @@ def test_each_recorded_vllm_counterexample_fails_on_replay(
     """Replayed as corpus cases under the run's own configuration, the release fails
     every counterexample docs/engines.md lists for it, except those the corpus tags
     level exact (a victim choice comes before the failure: replayed only at level exact)."""
-    target = vllm_target(pytestconfig, release)
+    vllm_target(pytestconfig, release)  # skips without the release's wheel
     cases = {c["name"]: c for c in engine_cases()}
     passed, replayed = [], 0
     for entry in (e for e in ENTRIES if e["release"] == release):
-        config = CheckConfig.from_options(profile=entry["profile"], policy=entry["policy"],
-                                          level=entry["level"], assume=entry["assume"])
-        case = cases[f"engines-{entry['name']}"]
-        why = applies(case, config)
-        if why is not None:
-            assert case["level"] == "exact", (entry["name"], why)
+        outcome = replay_recorded(entry)
+        if outcome == "skipped":
+            assert cases[f"engines-{entry['name']}"]["level"] == "exact", entry["name"]
             continue
         replayed += 1
-        if replay_case(case, make_driver(target, config)) is None:
+        if outcome == "passed":
             passed.append(entry["name"])
     assert replayed > 0
     assert passed == []
