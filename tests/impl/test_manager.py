@@ -132,6 +132,31 @@ def test_prepare_load_counts_readers_once_per_call() -> None:
     assert plan.evicted == ("b",)
 
 
+def test_a_key_named_twice_in_prepare_load_is_pinned_once_in_lru_order() -> None:
+    # LRU pins a call's keys without deduplicating them first; a repeat is caught midway.
+    manager = ready(4, "a", "b", "c", "d")
+    assert manager.prepare_load(["b", "c", "b", "d"]) == LoadPlan(("b", "c", "d"), (1, 2, 3), 0, 1)
+    manager.check()
+    assert manager.pinned_slots == 3
+    assert manager.complete_load(["d", "b"]) == Completion(applied=("d", "b"))
+    with pytest.raises(UnmatchedCompleteLoad):  # b had one reader, not two
+        manager.complete_load(["b"])
+    assert manager.complete_load(["c"]) == Completion(applied=("c",))
+    manager.check()
+    plan = manager.prepare_store(["x", "y", "z"])  # least recent first: a, then d, b
+    assert isinstance(plan, StorePlan)
+    assert plan.evicted == ("a", "d", "b")
+
+
+def test_a_key_named_twice_in_complete_store_is_stored_once() -> None:
+    manager = OffloadManager(3)
+    manager.prepare_store(["a", "b"])
+    assert manager.complete_store(["a", "b", "a"]) == Completion(applied=("a", "b"))
+    manager.check()
+    assert manager.lookup("a") is manager.lookup("b") is LookupResult.HIT
+    assert manager.take_events() == Events(stored=frozenset("ab"))
+
+
 def test_misuse_is_typed_and_changes_nothing() -> None:
     manager = ready(3, "a")
     manager.prepare_store(["b"])
@@ -282,6 +307,20 @@ def test_a_block_that_leaves_and_comes_back_between_drains_is_no_news() -> None:
     manager.complete_store(["b"])
     manager.prepare_store(["c"])  # evicts b, never reported: no news of b at all
     assert manager.take_events() == Events(removed=frozenset("a"))
+
+
+def test_a_block_that_comes_and_goes_between_drains_is_no_news() -> None:
+    manager = OffloadManager(2)
+    manager.prepare_store(["a", "b"])
+    manager.complete_store(["a"])
+    assert manager.take_events() == Events(stored=frozenset("a"))
+    manager.complete_store(["b"])  # b READY ...
+    manager.touch(["a"])
+    manager.prepare_store(["c"])  # ... and evicted again before the next drain
+    assert manager.take_events() == Events()
+    manager.complete_store(["c"])
+    manager.prepare_store(["d"])  # evicts a: one eviction, one store completion
+    assert manager.take_events() == Events(stored=frozenset("c"), removed=frozenset("a"))
 
 
 def test_events_stay_right_and_bounded_when_nobody_drains_them() -> None:

@@ -238,29 +238,38 @@ class OffloadManager:
                     else:
                         del queue[key]
                 return load_plan((key,), (slot,), self._epoch, ticket)
-        if (type(keys) is tuple or type(keys) is list) and len(set(keys)) == len(keys):
-            keys = tuple(keys)  # the caller's tuple itself, or a copy of its list
-        else:
-            keys = tuple(dict.fromkeys(keys))  # deduplicated: first occurrence first
+        if type(keys) is not tuple:
+            keys = tuple(keys)
         ready = self._ready
         try:
             slots = tuple(map(ready.__getitem__, keys))
         except KeyError:
-            unreadable = tuple(k for k in keys if k not in ready)
+            unreadable = tuple(k for k in dict.fromkeys(keys) if k not in ready)
             raise NotReadable(
                 f"only READY blocks can be loaded; absent or still being stored: "
                 f"{list(unreadable)!r}", keys=unreadable) from None
         ticket = self._next_ticket
         self._next_ticket = ticket + 1
         readers, queue = self._readers, self._queue
-        if readers.keys().isdisjoint(keys):  # no key is being read yet: the usual case
-            if queue is None:
-                readers.update(dict.fromkeys(keys, ticket))
-                self._order.pinned(keys)
-            else:
+        if queue is not None and readers.keys().isdisjoint(keys):  # LRU, no key read yet
+            try:  # pinned as given, without a deduplication pass first
                 for key in keys:
                     readers[key] = ticket
                     del queue[key]
+            except KeyError:  # a key named twice: its first occurrence pinned it
+                keys = tuple(dict.fromkeys(keys))
+                for key in keys:
+                    if key not in readers:  # not reached before the repeat
+                        readers[key] = ticket
+                        del queue[key]
+                slots = tuple(map(ready.__getitem__, keys))
+            return load_plan(keys, slots, self._epoch, ticket)
+        if len(set(keys)) != len(keys):
+            keys = tuple(dict.fromkeys(keys))  # deduplicated: first occurrence first
+            slots = tuple(map(ready.__getitem__, keys))
+        if queue is None and readers.keys().isdisjoint(keys):  # no key is being read yet
+            readers.update(dict.fromkeys(keys, ticket))
+            self._order.pinned(keys)
             return load_plan(keys, slots, self._epoch, ticket)
         more, first = self._more_loads, []
         for key in keys:  # some blocks are being read already (popular prefixes)
@@ -544,8 +553,9 @@ class OffloadManager:
                     return completion(done, (), ())
             elif ticket is None:
                 pop = storing.pop
+                before = len(storing)
                 slots = list(map(pop, keys, _NO_SLOTS))
-                if None not in slots:  # every key STORING, none twice: vLLM's usual call
+                if before - len(storing) == len(keys):  # all STORING, none twice: the usual call
                     done = keys if isinstance(keys, tuple) else tuple(keys)
                     self._stores_done(done, slots)  # type: ignore[arg-type]  # None ruled out
                     return completion(done, (), ())
@@ -655,6 +665,15 @@ class OffloadManager:
                 log.clear()
                 news = frozenset(keys)
                 return events(news, _NONE) if became_ready else events(_NONE, news)
+            if len(log) == 2:  # the usual drain: an eviction and a store completion
+                (first_ready, first), (second_ready, second) = log
+                if first_ready is not second_ready:
+                    news, gone = ((frozenset(first), frozenset(second)) if first_ready
+                                  else (frozenset(second), frozenset(first)))
+                    if (len(news) + len(gone) == len(first) + len(second)
+                            and news.isdisjoint(gone)):
+                        log.clear()
+                        return events(news, gone)
             # A key that changed once changed for good; one that changed twice or more
             # (left and came back, or the reverse) needs the fold below.
             came: list[Key] = []
