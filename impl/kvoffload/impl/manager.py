@@ -244,7 +244,7 @@ class OffloadManager:
         try:
             slots = tuple(map(ready.__getitem__, keys))
         except KeyError:
-            unreadable = tuple(k for k in dict.fromkeys(keys) if k not in ready)
+            unreadable = tuple(k for k in _distinct(keys) if k not in ready)
             raise NotReadable(
                 f"only READY blocks can be loaded; absent or still being stored: "
                 f"{list(unreadable)!r}", keys=unreadable) from None
@@ -257,7 +257,7 @@ class OffloadManager:
                     readers[key] = ticket
                     del queue[key]
             except KeyError:  # a key named twice: its first occurrence pinned it
-                keys = tuple(dict.fromkeys(keys))
+                keys = _distinct(keys)
                 for key in keys:
                     if key not in readers:  # not reached before the repeat
                         readers[key] = ticket
@@ -265,7 +265,7 @@ class OffloadManager:
                 slots = tuple(map(ready.__getitem__, keys))
             return load_plan(keys, slots, self._epoch, ticket)
         if len(set(keys)) != len(keys):
-            keys = tuple(dict.fromkeys(keys))  # deduplicated: first occurrence first
+            keys = _distinct(keys)
             slots = tuple(map(ready.__getitem__, keys))
         if queue is None and readers.keys().isdisjoint(keys):  # no key is being read yet
             readers.update(dict.fromkeys(keys, ticket))
@@ -438,7 +438,7 @@ class OffloadManager:
             key = keys[0]
             new = () if key in ready or key in storing else (key,)
         elif ready.keys().isdisjoint(keys) and storing.keys().isdisjoint(keys):  # all new
-            new = tuple(keys) if len(set(keys)) == len(keys) else tuple(dict.fromkeys(keys))
+            new = tuple(keys) if len(set(keys)) == len(keys) else _distinct(keys)
         else:
             new = tuple(dict.fromkeys([k for k in keys if k not in ready and k not in storing]))
         ticket = self._next_ticket
@@ -665,15 +665,6 @@ class OffloadManager:
                 log.clear()
                 news = frozenset(keys)
                 return events(news, _NONE) if became_ready else events(_NONE, news)
-            if len(log) == 2:  # the usual drain: an eviction and a store completion
-                (first_ready, first), (second_ready, second) = log
-                if first_ready is not second_ready:
-                    news, gone = ((frozenset(first), frozenset(second)) if first_ready
-                                  else (frozenset(second), frozenset(first)))
-                    if (len(news) + len(gone) == len(first) + len(second)
-                            and news.isdisjoint(gone)):
-                        log.clear()
-                        return events(news, gone)
             # A key that changed once changed for good; one that changed twice or more
             # (left and came back, or the reverse) needs the fold below.
             came: list[Key] = []
