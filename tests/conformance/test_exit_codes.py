@@ -323,3 +323,10 @@ def test_a_constructor_that_exits_later_is_no_false_green(
     captured = capsys.readouterr()
     assert "SystemExit" in captured.err
     assert "CONFORMS" not in captured.out
+
+
+def test_a_directory_as_target_is_named_as_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert check([f"{tmp_path}:Target"], tmp_path / "r") == 2
+    assert "is a directory" in capsys.readouterr().err

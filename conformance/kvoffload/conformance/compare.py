@@ -123,8 +123,10 @@ def check_prepare_load(run: Lockstep, call: Call, new: CacheState, expected: obj
             f"stored in; the target gave {show(list(got.slots))}",
             [call_row(call), ("slots", show(wanted), show(got.slots)),
              *ex.context(run.state, spec_keys)])
-    check_epoch(call, getattr(expected, "epoch", None), got.epoch)
+    # The ticket first: a wrong epoch (an observation, passed over once silenced) must
+    # not leave the job unpaired, or its completions would be judged against no ticket.
     check_ticket(run, call, getattr(expected, "ticket", None), got.ticket)
+    check_epoch(call, getattr(expected, "epoch", None), got.epoch)
 
 
 def check_ticket(run: Lockstep, call: Call, expected: int | None, got: int | None) -> None:
@@ -249,8 +251,8 @@ def check_store(run: Lockstep, call: Call, exact: object,
                                 [call_row(call)]) from refused
     if not isinstance(plan, StorePlan):
         raise TypeError("the spec rejected a store it had accepted")  # suite bug
+    check_ticket(run, call, plan.ticket, got.ticket)  # before the epoch, as for a load
     check_epoch(call, plan.epoch, got.epoch)
-    check_ticket(run, call, plan.ticket, got.ticket)
     return new, plan
 
 

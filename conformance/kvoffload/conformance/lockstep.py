@@ -202,6 +202,9 @@ class Lockstep:
         """
         before = self._probe(call, None)
         error = self.call_target(call).error
+        if isinstance(error, Untranslatable) and error.prop == "arguments":  # not an answer
+            raise PropertyViolation("arguments", f"{call}: {error.message}",
+                                    [call_row(call), ("answer", "rejected", error.message)])
         if error is None or isinstance(error, Untranslatable):
             raise PropertyViolation(
                 "misuse", f"{call} breaks a precondition and must be rejected; the target "

@@ -31,6 +31,8 @@ PROPERTIES: dict[str, str] = {
     "liveness": "once every running copy has completed, every slot is free or evictable: "
                 "nothing leaks",
     "crash": "the target raises nothing except its rejection of misuse",
+    "arguments": "a call leaves the caller's list of keys as it was, and an answer stays "
+                 "as it was returned (native API; no buffer a later call overwrites)",
 }
 
 

@@ -137,6 +137,9 @@ def _on_sys_path(folder: Path) -> Iterator[None]:
 
 
 def _load_file(path: Path) -> Any:
+    if path.is_dir():
+        raise TargetLoadError(f"TARGET {str(path)!r} is a directory; give a Python file "
+                              "(path/to/file.py:attr) or a module (package.module:attr)")
     if not path.is_file():
         raise TargetLoadError(f"TARGET file {str(path)!r} does not exist")
     name = "kvoffload_target_" + "".join(c if c.isalnum() else "_" for c in str(path.resolve()))
