@@ -14,6 +14,7 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+from typing import NoReturn
 
 from kvoffload.spec import ASSUMPTIONS, Policy
 
@@ -29,6 +30,7 @@ from .config import (
     Profile,
 )
 from .errors import MAX_MESSAGE, UsageError, clip
+from .isolation import finish
 from .targets import DEFAULT_TARGET, absolute_target
 
 SELF_TEST_SEED = 20261202
@@ -103,14 +105,14 @@ def config_of(args: argparse.Namespace) -> CheckConfig:
 
 
 def run_check_command(args: argparse.Namespace) -> int:
-    from .guard import stop_on_sigint
+    from .guard import stop_on_sigint, stop_when_stuck
 
     try:
         config = config_of(args)
         if args.self_test and args.target is not None:
             raise UsageError("--self-test checks the suite itself; give no TARGET")
         check_writable(args.report_dir, args.junit)
-        with stop_on_sigint():
+        with stop_on_sigint(), stop_when_stuck(_stop_stuck):
             return _self_test(args, config) if args.self_test else _check(args, config)
     except UsageError as error:
         print(f"kvoffload check: error: {error}", file=sys.stderr)
@@ -127,6 +129,15 @@ def run_check_command(args: argparse.Namespace) -> int:
         print(f"kvoffload check: error: internal error, please report it: "
               f"{type(error).__name__}: {error}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _stop_stuck(message: str) -> NoReturn:
+    """A call swallows every interrupt: print the liveness failure and end the process
+    (it will not give the run back, so no report can be written)."""
+    print(f"\nFAILS: property 'liveness' violated: {message}; no report written",
+          flush=True)
+    print(f"kvoffload check: {message}; exit {EXIT_FAILS}", file=sys.stderr, flush=True)
+    finish(EXIT_FAILS)
 
 
 def check_writable(report_dir: Path, junit: Path | None) -> None:

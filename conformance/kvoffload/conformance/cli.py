@@ -3,7 +3,10 @@
 
 ``kvoffload check`` exits 0 when the target conforms, 1 when a property fails, 2 when
 the run could not be made as asked (bad option, unloadable target, no adapter fits,
-unwritable output), 130 when interrupted (Ctrl-C), with a one-line reason.
+unwritable output), 130 when interrupted (Ctrl-C), with a one-line reason. The command
+runs in a child process (:mod:`.isolation`): a target that ends the process itself
+(``os._exit``, a signal) gets 1 if it was being checked, 2 if it was being loaded,
+never 0.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from kvoffload.spec.scenarios import SCENARIOS
 
 from .check_command import EXIT_STATUS, add_check_arguments, run_check_command
 from .corpus_replay import add_corpus_arguments, run_corpus_command
+from .isolation import run_isolated
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -74,5 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return result
 
 
+def entry() -> int:
+    """The ``kvoffload`` command: :func:`main` in a child process, so that no way a
+    target ends the process passes for a verdict (:mod:`.isolation`)."""
+    return run_isolated(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -39,6 +39,7 @@ from .adapter_api import RETRY, Adapter, EventBatch, LoadOutcome, StoreOutcome
 from .config import CheckConfig, Level, Profile
 from .corpus import NEVER_ISSUED, load_cases
 from .errors import TargetLoadError, UsageError
+from .isolation import mark_running
 from .native import NATIVE_METHODS
 from .targets import DEFAULT_TARGET, load_object, prepare
 
@@ -363,6 +364,7 @@ def replay_corpus(directory: Path, target: str, config: CheckConfig) -> Outcome:
     cases = load_cases(directory)
     build = make_driver(target, config)
     sample = build(1)
+    mark_running()  # loaded and built: from here, a process that dies fails the target
     native = isinstance(sample, NativeDriver)
     lacks = sample.lacks()
     outcome = Outcome()

@@ -13,6 +13,10 @@ target's own behaviour, the per-call time limit, and the suite's own interrupt (
   raises :class:`CallTimeout` inside the target once the call in progress has overrun,
   and again at every tick while it still runs (a target that swallows one gets the
   next). The call is then a ``liveness`` failure, with the trace that led to it. A
+  call that swallows every one of them and still runs past as long again (at least
+  ``STUCK_GRACE`` s more) would never give the run back: under
+  :func:`stop_when_stuck` (``kvoffload check``) the run is ended there, as a
+  ``liveness`` failure without a report (exit 1). A
   target stuck inside C code (a lock wait, a blocking system call that retries on
   EINTR, a CUDA synchronize) gets the exception only when control returns to Python,
   so it cannot be interrupted in-process. A call that returns late by any route (no
@@ -42,6 +46,9 @@ from typing import Any, TextIO, TypeVar
 from .config import DEFAULT_CALL_TIMEOUT
 from .errors import PropertyViolation, UsageError
 
+STUCK_GRACE = 2.0
+"""Seconds past its limit, at least, that a call swallowing every interrupt is given
+before :func:`stop_when_stuck`'s handler ends the run."""
 _HAS_TIMER = hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM")
 _F = TypeVar("_F", bound=Callable[..., Any])
 _Api = TypeVar("_Api")
@@ -65,6 +72,11 @@ class _State:
 
     started: float | None = None
     """perf_counter() when the call in progress began; None between calls."""
+    call: object = None
+    """The call in progress (for the message when it will not stop)."""
+    on_stuck: Callable[[str], object] | None = None
+    """Set by :func:`stop_when_stuck`: called with a message when a call goes on past
+    its limit and the grace after it, interrupts notwithstanding."""
     limit = 0.0
     fired = False
     stop_requested = False
@@ -72,10 +84,19 @@ class _State:
 
 
 def _on_alarm(signum: int, frame: FrameType | None) -> None:
-    started = _State.started
-    if started is not None and 0 < _State.limit < time.perf_counter() - started:
-        _State.fired = True
-        raise CallTimeout
+    started, limit = _State.started, _State.limit
+    if started is None or limit <= 0:
+        return
+    elapsed = time.perf_counter() - started
+    if elapsed <= limit:
+        return
+    _State.fired = True
+    stuck = _State.on_stuck
+    if stuck is not None and elapsed > limit + max(limit, STUCK_GRACE):
+        stuck(f"{_State.call} did not return within --call-timeout {limit:g} s, and went "
+              f"on for {elapsed - limit:.1f} s more through every interrupt (it swallows "
+              f"them): the run stops here")
+    raise CallTimeout
 
 
 @contextmanager
@@ -136,7 +157,7 @@ def guarded_call(
     start = time.perf_counter()
     answer: tuple[object, BaseException | None]
     try:
-        _State.started = start
+        _State.started, _State.call = start, call
         try:
             answer = (send(api, call), None)
         finally:
@@ -168,6 +189,21 @@ def _overran(call: object, timeout: float, elapsed: float) -> PropertyViolation:
          ("answer", f"within {timeout:g} s", f"none after {elapsed:.1f} s")])
     violation.timed_out = True
     return violation
+
+
+@contextmanager
+def stop_when_stuck(stop: Callable[[str], object]) -> Iterator[None]:
+    """While inside, a call that goes on past its time limit plus a grace (as long
+    again, at least ``STUCK_GRACE`` seconds), swallowing every :class:`CallTimeout`,
+    makes the watchdog call ``stop(message)``, which must end the process (the command
+    line prints the liveness failure and exits 1): such a call would never give the run
+    back. Without it the watchdog only goes on interrupting."""
+    previous = _State.on_stuck
+    _State.on_stuck = stop
+    try:
+        yield
+    finally:
+        _State.on_stuck = previous
 
 
 def stop_requested() -> bool:

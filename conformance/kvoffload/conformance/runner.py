@@ -18,6 +18,7 @@ from .config import CheckConfig
 from .errors import PropertyViolation
 from .examples_db import database_settings
 from .guard import Interrupted, timed_calls
+from .isolation import mark_running
 from .machine import BURST, Counters, build_machine
 from .progress import Progress
 from .properties import PROPERTIES
@@ -154,6 +155,7 @@ def run_check(
     budget is spent (``config.stop_at_first``: after the first failure).
     """
     prepared = prepare(target, config, obj)
+    mark_running()  # loaded and built: from here, a process that dies fails the target
     if config.seed is None:
         config = replace(config, seed=random.SystemRandom().randrange(2**32))
     config = replace(config, adapter=prepared.adapter)
