@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ def test_an_exit_while_loading_is_2_and_while_running_is_1(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     assert run_isolated(_exits_quietly) == 2
-    assert "while the target was being loaded" in capfd.readouterr().err
+    assert "before it reported any progress" in capfd.readouterr().err
     assert run_isolated(_exits_quietly_while_running) == 1
     assert "exited with status 0" in capfd.readouterr().err
     assert run_isolated(_killed_while_running) == 1
@@ -75,7 +76,7 @@ def test_os_exit_inside_a_call_fails_the_target(tmp_path: Path) -> None:
 def test_os_exit_at_import_is_a_load_error(tmp_path: Path) -> None:
     run = _check(tmp_path, "import os\nos._exit(0)\n")
     assert run.returncode == 2, run.stderr
-    assert "while the target was being loaded" in run.stderr
+    assert "before it reported any progress" in run.stderr
 
 
 def test_a_call_that_swallows_every_timeout_ends_the_run_as_liveness(tmp_path: Path) -> None:
@@ -93,3 +94,38 @@ def test_a_call_that_swallows_every_timeout_ends_the_run_as_liveness(tmp_path: P
     assert run.returncode == 1, run.stderr
     assert "property 'liveness' violated" in run.stdout
     assert "through every interrupt" in run.stdout
+
+
+def _leaves_a_process_running(record: Path) -> int:
+    grandchild = os.fork()
+    if grandchild == 0:  # holds the pipe's write end, as a process pool's worker does
+        time.sleep(60)
+        os._exit(0)
+    record.write_text(str(grandchild))
+    return 0
+
+
+def test_a_process_the_target_leaves_running_does_not_hold_up_the_verdict(
+    tmp_path: Path,
+) -> None:
+    record = tmp_path / "pid"
+    start = time.monotonic()
+    try:
+        assert run_isolated(lambda: _leaves_a_process_running(record)) == 0
+        assert time.monotonic() - start < 30
+    finally:
+        if record.exists():
+            os.kill(int(record.read_text()), signal.SIGKILL)
+
+
+def test_sigterm_to_the_command_is_143_not_a_failure(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kvoffload.conformance.cli", "check", "--max-examples",
+         "100000", "--no-database", "--report-dir", str(tmp_path / "r")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    assert "checking" in process.stderr.readline()  # the run has begun
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM, err
+    assert "terminated (SIGTERM)" in err

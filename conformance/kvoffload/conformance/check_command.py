@@ -41,7 +41,8 @@ EXIT_STATUS = ("exit status: 0 the target conforms; 1 a property failed; 2 the r
                "not be made as asked (bad option, unloadable target, no adapter fits, "
                "unwritable --report-dir or --junit); 130 interrupted by Ctrl-C (the first "
                "stops after the current call and writes report.json with the seed and "
-               "what held so far; a second quits at once)")
+               "what held so far; a second quits at once); 143 terminated by SIGTERM "
+               "before a verdict (no report)")
 DATABASE_FOLDER = "hypothesis-db"
 """Under --report-dir: Hypothesis's example database (failures found replay first)."""
 

@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry() -> int:
     """The ``kvoffload`` command: :func:`main` in a child process, so that no way a
     target ends the process passes for a verdict (:mod:`.isolation`)."""
-    return run_isolated(main)
+    return run_isolated(main, exit_normally=True)
 
 
 if __name__ == "__main__":
