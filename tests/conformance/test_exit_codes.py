@@ -270,6 +270,7 @@ def _start(tmp_path: Path, seconds: float) -> subprocess.Popen[str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "kvoffload.conformance.cli", "check", f"{path}:Slow",
          "--seed", "9", "--call-timeout", "0", "--report-dir", str(tmp_path / "r")],
+        stdin=subprocess.DEVNULL,  # not a terminal: the parent passes SIGINT on
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert process.stderr is not None
     assert "checking" in process.stderr.readline()  # the run has begun

@@ -57,7 +57,7 @@ def _check(tmp_path: Path, source: str, *options: str) -> subprocess.CompletedPr
         [sys.executable, "-m", "kvoffload.conformance.cli", "check", f"{path}:Target",
          "--max-examples", "40", "--seed", "5", "--no-database", "--quiet",
          "--report-dir", str(tmp_path / "r"), *options],
-        capture_output=True, text=True, timeout=300, check=False)
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300, check=False)
 
 
 def test_os_exit_inside_a_call_fails_the_target(tmp_path: Path) -> None:
@@ -122,7 +122,7 @@ def test_sigterm_to_the_command_is_143_not_a_failure(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "kvoffload.conformance.cli", "check", "--max-examples",
          "100000", "--no-database", "--report-dir", str(tmp_path / "r")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
     assert "checking" in process.stderr.readline()  # the run has begun
     process.send_signal(signal.SIGTERM)
