@@ -42,8 +42,7 @@ class NativeAdapter:
     handed to the target must come back unchanged, and an answer must not change after
     it was returned (a buffer a later call overwrites; the last ``KEPT_ANSWERS``
     answers holding lists or sets are checked at every call but a lookup, which the
-    suite also makes as a probe): both are ``arguments``
-    failures.
+    suite also makes as a probe): both are ``arguments`` failures.
     """
 
     name = "native"
@@ -178,7 +177,7 @@ class NativeAdapter:
             if type(key) not in known:
                 raise Untranslatable(
                     prop, f"{op} returned {key!r} ({type(key).__name__}) as a key; the keys "
-                    f"it was given are {sorted(t.__name__ for t in known)}")
+                    f"it was given are of type {sorted(t.__name__ for t in known)}")
         return keys
 
     def _completion(self, done: object, op: str) -> Completion:
