@@ -29,14 +29,21 @@ from .config import (
     Level,
     Profile,
 )
-from .errors import MAX_MESSAGE, UsageError, clip
+from .errors import (
+    EXIT_CONFORMS,
+    EXIT_FAILS,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    MAX_MESSAGE,
+    UsageError,
+    clip,
+)
 from .isolation import finish
 from .targets import DEFAULT_TARGET, absolute_target
 
 SELF_TEST_SEED = 20261202
 """The self-test's seed unless --seed is given, so its verdicts are reproducible."""
 
-EXIT_CONFORMS, EXIT_FAILS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_STATUS = ("exit status: 0 the target conforms; 1 a property failed; 2 the run could "
                "not be made as asked (bad option, unloadable target, no adapter fits, "
                "unwritable --report-dir or --junit); 130 interrupted by Ctrl-C (the first "

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 from kvoffload.spec import Call
 
+EXIT_CONFORMS, EXIT_FAILS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+"""The command's exit statuses (docs/conformance.md, "Exit status"); 143 is SIGTERM's."""
 MAX_MESSAGE = 2000
 """Characters kept of a violation's message (a target's answer can be megabytes long)."""
 MAX_CELL = 500

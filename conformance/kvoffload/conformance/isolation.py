@@ -42,9 +42,10 @@ from contextlib import suppress
 from types import FrameType
 from typing import NoReturn
 
+from .errors import EXIT_FAILS, EXIT_INTERRUPTED, EXIT_USAGE
+
 IN_PROCESS = "KVOFFLOAD_IN_PROCESS"
 """Environment variable: ``1`` runs the command in one process (no fork)."""
-EXIT_FAILS, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 _RUNNING, _VERDICT = b"R", b"V"
 
 
@@ -56,19 +57,26 @@ class _Child:
 
 def mark_running() -> None:
     """The target is loaded and being checked: a child that dies from now on fails it."""
+    _tell(_RUNNING)
+
+
+def _tell(message: bytes) -> None:
+    """Write ``message`` to the parent, in the isolated child (elsewhere, nothing)."""
     if _Child.fd is not None:
-        with suppress(OSError):
-            os.write(_Child.fd, _RUNNING)
+        with suppress(OSError):  # the target closed the pipe: the parent says no verdict
+            os.write(_Child.fd, message)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError, ValueError):  # closed or broken by the target: nothing to keep
+            stream.flush()
 
 
 def _report(code: int) -> None:
     """Flush the output and, in the isolated child, tell the parent the verdict."""
-    for stream in (sys.stdout, sys.stderr):
-        with suppress(OSError, ValueError):  # closed or broken by the target: nothing to keep
-            stream.flush()
-    if _Child.fd is not None:
-        with suppress(OSError):  # the target closed the pipe: the parent says no verdict
-            os.write(_Child.fd, _VERDICT + str(code).encode())
+    _flush()
+    _tell(_VERDICT + str(code).encode())
 
 
 def finish(code: int) -> NoReturn:
@@ -103,8 +111,7 @@ def run_isolated(run: Callable[[], int], *, exit_normally: bool = False) -> int:
     if not hasattr(os, "fork") or os.environ.get(IN_PROCESS) == "1":
         return run()
     terminal = _is_terminal()
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
+    _flush()  # nothing buffered is written twice, by the parent and the child
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: do the job, report its status, never return

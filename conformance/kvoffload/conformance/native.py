@@ -110,12 +110,12 @@ class NativeAdapter:
         return self._completion(done, "complete_store")
 
     def reset_cache(self) -> int | None:
-        self._check_last()
+        self._check_kept()
         epoch = self.manager.reset_cache()
         return _integer(epoch, "epochs", "epoch from reset_cache")
 
     def take_events(self) -> EventBatch:
-        self._check_last()
+        self._check_kept()
         events = self.manager.take_events()
         if not isinstance(events, Events):
             raise Untranslatable("events", f"take_events returned {events!r}, not Events")
@@ -137,7 +137,7 @@ class NativeAdapter:
     def _call(self, op: str, keys: Sequence[Key], *args: object, **kwargs: object) -> object:
         """Call ``op`` with a fresh list of the call's keys; whatever the call does
         (return or raise), the list must be as it was afterwards."""
-        self._check_last()
+        self._check_kept()
         self._key_types.update(map(type, keys))
         sent = list(keys)
         try:
@@ -155,7 +155,7 @@ class NativeAdapter:
         if mutable:
             self._kept.append((op, mutable, tuple(_contents(c) for c in mutable)))
 
-    def _check_last(self) -> None:
+    def _check_kept(self) -> None:
         """Raise if a recent answer changed since it was returned."""
         kept = self._kept
         if not kept:
