@@ -9,6 +9,17 @@ from typing import Any
 
 import jsonschema
 import pytest
+from hostile_targets import (
+    ClearsItsArgument,
+    FloatSlots,
+    LiarKeys,
+    ListsAndSets,
+    LyingResetEpoch,
+    NoEpoch,
+    ReusesOneBuffer,
+    WrongLoadEpoch,
+    ZeroTickets,
+)
 
 from kvoffload.conformance.cli import main
 from kvoffload.conformance.config import CheckConfig, Level
@@ -30,6 +41,7 @@ from kvoffload.conformance.corpus import (
 )
 from kvoffload.conformance.corpus_replay import applies, make_driver, replay_case, replay_corpus
 from kvoffload.conformance.selftest import CATALOGUE
+from kvoffload.impl import OffloadManager
 from kvoffload.spec import Call, Op, Policy
 
 FIXTURE_MAX_CALLS = 3
@@ -282,3 +294,40 @@ def test_a_plan_with_extra_slots_fails_the_case_instead_of_crashing() -> None:
     assert replay_case(case, lambda n: NativeDriver(OffloadManager(n), Profile.STRICT)) is None
     failed = replay_case(case, lambda n: NativeDriver(ExtraLoadSlot(n), Profile.STRICT))
     assert failed == (3, "prepare_load must give 1 slot(s); the target gave 2: [0, 0]")
+
+
+@pytest.mark.parametrize(("target", "why"), [
+    (LiarKeys, "[store-plan]"),
+    (ZeroTickets, "was issued before"),
+    (FloatSlots, "[slots]"),
+    (NoEpoch, "[epochs]"),
+    (LyingResetEpoch, "reset_cache must return epoch"),
+    (WrongLoadEpoch, "plan must start in epoch"),
+    (ClearsItsArgument, "[arguments]"),
+    (ReusesOneBuffer, "[arguments]"),
+])
+def test_replay_reads_native_answers_as_strictly_as_check(corpus: Path, target: type,
+                                                          why: str) -> None:
+    """Regression: the replayer read native answers leniently (slots through ``int()``,
+    tickets and epochs through ``==``, no look at the caller's list, plan epochs not at
+    all): 7 of these 8 hostile targets passed every case (LiarKeys failed, on its keys'
+    repr). It now reads them through the native adapter ``kvoffload check`` uses."""
+    from kvoffload.conformance.config import Profile
+    from kvoffload.conformance.corpus_replay import NativeDriver
+
+    failures = [(c["name"], failed) for c in load_cases(corpus)
+                if applies(c, CheckConfig()) is None
+                and (failed := replay_case(c, lambda n: NativeDriver(target(n), Profile.STRICT)))]
+    assert failures, f"{target.__name__} passed every case"
+    assert all(why in message for _, (_, message) in failures), failures[:3]
+
+
+def test_replay_passes_a_correct_target_with_lists_for_tuples(corpus: Path) -> None:
+    """The control: fresh lists where the records hold tuples are not a failure."""
+    from kvoffload.conformance.config import Profile
+    from kvoffload.conformance.corpus_replay import NativeDriver
+
+    for target in (OffloadManager, ListsAndSets):
+        failed = [c["name"] for c in load_cases(corpus) if applies(c, CheckConfig()) is None
+                  and replay_case(c, lambda n, t=target: NativeDriver(t(n), Profile.STRICT))]
+        assert failed == [], (target.__name__, failed[:3])

@@ -24,23 +24,18 @@ from typing import Any
 from kvoffload.spec import (
     Call,
     Completion,
-    Events,
-    LoadPlan,
     LookupResult,
     MalformedCall,
-    MisuseError,
     Op,
-    StorePlan,
-    StoreRejected,
 )
 from kvoffload.spec.calls import send
 
 from .adapter_api import RETRY, Adapter, EventBatch, LoadOutcome, StoreOutcome
 from .config import CheckConfig, Level, Profile
 from .corpus import NEVER_ISSUED, load_cases
-from .errors import TargetLoadError, UsageError
+from .errors import TargetLoadError, Untranslatable, UsageError
 from .isolation import mark_running
-from .native import NATIVE_METHODS
+from .native import NATIVE_METHODS, NativeAdapter
 from .targets import DEFAULT_TARGET, load_object, prepare
 
 
@@ -76,6 +71,8 @@ class _Bindings:
         self.capacity = capacity
         self.slots: dict[str, int] = {}
         self.tickets: dict[str, int] = {}
+        self.epoch = 0
+        """The reset epoch a plan made now starts in: 0, then each reset's."""
         self.held: list[str] = []
         """Slot names held once the current step is done (the case's ``held``)."""
         self.policy_matches = True
@@ -137,97 +134,6 @@ def _same(expected: Sequence[Any], got: Sequence[Any], what: str) -> None:
         raise CaseFailed(f"{what}: expected {list(expected)}, the target gave {list(got)}")
 
 
-class NativeDriver:
-    """A manager offering the native API, tickets included."""
-
-    def __init__(self, manager: Any, profile: Profile, level: Level = Level.ANY) -> None:
-        self.manager = manager
-        self.profile = profile
-        self.level = level
-        self.subscriber: set[Any] = set()
-
-    tickets = True
-    policy: str | None = None
-    """The policy the target is checked at (None: whatever the case says)."""
-
-    def lacks(self) -> set[str]:
-        """Optional operations the manager does not offer."""
-        return {op for op in ("touch", "reset_cache", "take_events")
-                if not callable(getattr(self.manager, op, None))}
-
-    def step(self, call: dict[str, Any], expect: dict[str, Any], names: _Bindings) -> None:
-        op, keys = call["op"], _keys(call)
-        kwargs: dict[str, Any] = {}
-        if "ticket" in call:
-            kwargs["ticket"] = names.ticket_value(call["ticket"])
-        if op == "complete_store":
-            kwargs["success"] = call.get("success", True)
-        try:
-            if op == "lookup":
-                out = self.manager.lookup(keys[0])
-            elif op in ("reset_cache", "take_events"):
-                out = getattr(self.manager, op)()
-            else:
-                out = getattr(self.manager, op)(keys, **kwargs)
-        except MisuseError as error:
-            if expect["kind"] != "error":
-                raise CaseFailed(f"{op} raised {type(error).__name__} [{error.code}]; "
-                                 f"expected {expect['kind']}") from error
-            if error.code != expect["family"]:
-                raise CaseFailed(f"{op} raised [{error.code}]; expected [{expect['family']}]"
-                                 ) from error
-            return
-        except Exception as error:  # any other failure of the target fails the case
-            raise CaseFailed(f"{op} raised {type(error).__name__}: {error}") from error
-        if expect["kind"] == "error":
-            raise CaseFailed(f"{op} must be rejected with [{expect['family']}]; the target "
-                             f"returned {out!r}")
-        check_native(expect, out, names, self.profile, self.subscriber, self.level)
-
-
-def check_native(expect: dict[str, Any], out: Any, names: _Bindings, profile: Profile,
-                 subscriber: set[Any], level: Level = Level.ANY) -> None:
-    kind = expect["kind"]
-    if kind == "lookup":
-        _lookup(expect["result"], out, profile)
-    elif kind == "store_plan":
-        if not isinstance(out, StorePlan):
-            raise CaseFailed(f"prepare_store must be accepted; the target gave {out!r}")
-        _same(expect["keys"], out.keys, "keys to store")
-        if list(map(repr, expect["keys"])) != list(map(repr, out.keys)):
-            raise CaseFailed(f"keys to store in call order: {expect['keys']} vs {out.keys}")
-        _victims(expect, out.evicted, level, names)
-        _bind_slots(expect["slots"], out.slots, names, "prepare_store")
-        names.ticket(expect["ticket"], out.ticket)
-    elif kind == "rejected":
-        if not isinstance(out, StoreRejected):
-            raise CaseFailed(f"prepare_store must be rejected (needed={expect['needed']}, "
-                             f"available={expect['available']}); the target gave {out!r}")
-        if (out.needed, out.available) != (expect["needed"], expect["available"]):
-            raise CaseFailed(f"rejection needed/available: expected {expect['needed']}/"
-                             f"{expect['available']}, got {out.needed}/{out.available}")
-    elif kind == "load_plan":
-        if not isinstance(out, LoadPlan):
-            raise CaseFailed(f"prepare_load returned {out!r}")
-        if list(map(repr, expect["keys"])) != list(map(repr, out.keys)):
-            raise CaseFailed(f"keys to load: expected {expect['keys']}, got {list(out.keys)}")
-        _bind_slots(expect["slots"], out.slots, names, "prepare_load")
-        names.ticket(expect["ticket"], out.ticket)
-    elif kind == "completion":
-        if not isinstance(out, Completion):
-            raise CaseFailed(f"a completion returned {out!r}")
-        for part in ("applied", "released", "ignored"):
-            _same(expect[part], tuple(getattr(out, part)), part)
-    elif kind == "events":
-        if not isinstance(out, Events):
-            raise CaseFailed(f"take_events returned {out!r}")
-        subscriber.difference_update(out.removed)
-        subscriber.update(out.stored)
-        _same(expect["ready"], tuple(subscriber), "the subscriber's READY set")
-    elif kind == "reset" and out != expect["epoch"]:
-        raise CaseFailed(f"reset_cache must return epoch {expect['epoch']}; got {out!r}")
-
-
 def _lookup(expected: str, got: Any, profile: Profile) -> None:
     name = "PENDING" if got is RETRY else getattr(got, "name", repr(got))
     if name == expected or (expected == "PENDING" and profile is Profile.SAFE
@@ -238,9 +144,12 @@ def _lookup(expected: str, got: Any, profile: Profile) -> None:
 
 
 class AdapterDriver:
-    """Any other target, through the adapter ``kvoffload check`` uses for it."""
+    """A target through the adapter ``kvoffload check`` uses for it: every answer is
+    read by that adapter (for a native target, :class:`~.native.NativeAdapter`'s strict
+    reading), then compared with the case. What the adapter reports (a completion's
+    answer, a rejection's shortfall, a reset's epoch, the plans' tickets) is compared;
+    what it cannot see (None) is not."""
 
-    tickets = False
     policy: str | None = None
     """The policy the target is checked at (None: whatever the case says)."""
 
@@ -250,6 +159,11 @@ class AdapterDriver:
         self.level = level
         self.subscriber: set[Any] = set()
 
+    @property
+    def tickets(self) -> bool:
+        """Does the target's API name jobs (completions in the ticket form)?"""
+        return self.adapter.capabilities.completion_tickets
+
     def lacks(self) -> set[str]:
         caps = self.adapter.capabilities
         return {op for op, has in (("touch", caps.touch), ("reset_cache", caps.reset),
@@ -257,21 +171,31 @@ class AdapterDriver:
 
     def step(self, call: dict[str, Any], expect: dict[str, Any], names: _Bindings) -> None:
         a, op = self.adapter, call["op"]
-        try:  # the case's call, in the vLLM form (no tickets)
-            made = Call(Op(op), _keys(call), success=call.get("success", True))
+        named = "ticket" in call and self.tickets  # else the call goes in vLLM's form
+        ticket = names.ticket_value(call["ticket"]) if named else None
+        try:
+            made = Call(Op(op), _keys(call), success=call.get("success", True), ticket=ticket)
         except (ValueError, MalformedCall) as error:
             raise CaseFailed(f"the case's call {call} is not a call of the API: {error}") from error
         try:
             out = send(a, made)
+        except Untranslatable as error:  # an answer of the wrong shape or type
+            raise CaseFailed(f"{op}: {error} [{error.prop}]") from error
         except Exception as error:
             if expect["kind"] == "error" and a.is_rejection(error):
+                self._check_family(op, error, expect["family"])
                 return
-            raise CaseFailed(f"{op} raised {type(error).__name__}: {error}; expected "
+            raise CaseFailed(f"{op} raised {_described(error)}; expected "
                              f"{expect['kind']}") from error
         if expect["kind"] == "error":
             raise CaseFailed(f"{op} must be rejected with [{expect['family']}]; the target "
-                             "accepted it")
+                             f"accepted it")
         self._check(expect, out, names)
+
+    def _check_family(self, op: str, error: BaseException, family: str) -> None:
+        """A rejection of an API with typed misuse errors must be of the case's family."""
+        if self.adapter.capabilities.typed_misuse and getattr(error, "code", None) != family:
+            raise CaseFailed(f"{op} raised {_described(error)}; expected [{family}]")
 
     def _check(self, expect: dict[str, Any], out: Any, names: _Bindings) -> None:
         kind = expect["kind"]
@@ -284,22 +208,68 @@ class AdapterDriver:
                 if out.accepted:
                     raise CaseFailed(f"prepare_store must be rejected; the target stored "
                                      f"{list(out.keys)}, evicting {list(out.evicted)}")
+                reported = (out.needed, out.available)
+                if None not in reported and reported != (expect["needed"], expect["available"]):
+                    raise CaseFailed(f"rejection needed/available: expected {expect['needed']}/"
+                                     f"{expect['available']}, got {out.needed}/{out.available}")
                 return
             if not out.accepted:
                 raise CaseFailed("prepare_store must be accepted; the target rejected it")
-            if list(map(repr, expect["keys"])) != list(map(repr, out.keys)):
-                raise CaseFailed(f"keys to store: expected {expect['keys']}, got "
-                                 f"{list(out.keys)}")
+            _in_order(expect["keys"], out.keys, "keys to store")
             _victims(expect, out.evicted, self.level, names)
             _bind_slots(expect["slots"], out.slots, names, "prepare_store")
+            _epoch(out.epoch, names, "prepare_store")
+            self._ticket(expect, out.ticket, names)
         elif kind == "load_plan":
             if not isinstance(out, LoadOutcome):
                 raise TypeError("adapter returned a non-LoadOutcome")
+            if out.keys is not None:
+                _in_order(expect["keys"], out.keys, "keys to load")
             _bind_slots(expect["slots"], out.slots, names, "prepare_load")
+            _epoch(out.epoch, names, "prepare_load")
+            self._ticket(expect, out.ticket, names)
+        elif kind == "completion" and isinstance(out, Completion):
+            for part in ("applied", "released", "ignored"):
+                _same(expect[part], getattr(out, part), part)
         elif kind == "events" and isinstance(out, EventBatch):
-            for removed, keys in out.items:
-                (self.subscriber.difference_update if removed else self.subscriber.update)(keys)
+            out.replay_onto(self.subscriber)
             _same(expect["ready"], tuple(self.subscriber), "the subscriber's READY set")
+        elif kind == "reset":
+            if out is not None and out != expect["epoch"]:
+                raise CaseFailed(f"reset_cache must return epoch {expect['epoch']}; got {out!r}")
+            names.epoch = expect["epoch"]
+
+    def _ticket(self, expect: dict[str, Any], ticket: int | None, names: _Bindings) -> None:
+        """Bind the plan's ticket name (where the API names jobs and reports one)."""
+        if self.tickets and ticket is not None:
+            names.ticket(expect["ticket"], ticket)
+
+
+class NativeDriver(AdapterDriver):
+    """A manager offering the native API (``docs/native-api.md``), tickets included,
+    read strictly by :class:`~.native.NativeAdapter` as ``kvoffload check`` reads it."""
+
+    def __init__(self, manager: Any, profile: Profile, level: Level = Level.ANY) -> None:
+        super().__init__(NativeAdapter(manager), profile, level)
+
+
+def _epoch(epoch: int | None, names: _Bindings, what: str) -> None:
+    """A plan's epoch, where the API reports one, is the current one (the last
+    reset's, 0 before any)."""
+    if epoch is not None and epoch != names.epoch:
+        raise CaseFailed(f"{what}'s plan must start in epoch {names.epoch}; the target "
+                         f"gave {epoch!r}")
+
+
+def _described(error: BaseException) -> str:
+    code = getattr(error, "code", None)
+    return f"{type(error).__name__}{f' [{code}]' if isinstance(code, str) else ''}: {error}"
+
+
+def _in_order(expected: Sequence[Any], got: Sequence[Any], what: str) -> None:
+    if list(map(repr, expected)) != list(map(repr, got)):
+        raise CaseFailed(f"{what} in call order: expected {list(expected)}, the target gave "
+                         f"{list(got)}")
 
 
 def _bind_slots(expected: Sequence[str], got: Sequence[Any], names: _Bindings,
@@ -310,6 +280,8 @@ def _bind_slots(expected: Sequence[str], got: Sequence[Any], names: _Bindings,
         raise CaseFailed(f"{what} must give {len(expected)} slot(s); the target gave "
                          f"{len(got)}: {list(got)}")
     for name, value in zip(expected, got, strict=True):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise CaseFailed(f"{what} gave slot {value!r}, not an int")
         names.slot(name, int(value))
 
 
@@ -365,7 +337,6 @@ def replay_corpus(directory: Path, target: str, config: CheckConfig) -> Outcome:
     build = make_driver(target, config)
     sample = build(1)
     mark_running()  # loaded and built: from here, a process that dies fails the target
-    native = isinstance(sample, NativeDriver)
     lacks = sample.lacks()
     outcome = Outcome()
     for case in cases:
@@ -373,7 +344,7 @@ def replay_corpus(directory: Path, target: str, config: CheckConfig) -> Outcome:
         missing = sorted(lacks & {s["call"]["op"] for s in case["steps"]})
         if why is None and missing:
             why = "the target has no " + ", ".join(missing)
-        if why is None and not native and any("ticket" in s["call"] for s in case["steps"]):
+        if why is None and not sample.tickets and any("ticket" in s["call"] for s in case["steps"]):
             why = "completions name a ticket; this target's API has none"
         if why is not None:
             outcome.skipped[why] = outcome.skipped.get(why, 0) + 1

@@ -1,0 +1,169 @@
+"""Hostile native targets (found on 3 December): managers whose answers look right to
+a lenient reader. Each is the reference manager with one answer forged; shared by the
+tests of ``kvoffload check`` (test_native.py) and of ``kvoffload corpus replay``
+(test_corpus.py), which must both fail them."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+from kvoffload.impl import OffloadManager
+from kvoffload.spec import Completion, LoadPlan, StorePlan, StoreRejected
+
+
+class AgreesWithAll:
+    """An object that claims to equal anything."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return "'x'"
+
+
+class LiarKeys(OffloadManager):
+    """Plans name objects that equal everything instead of the keys."""
+
+    def prepare_store(self, keys: Iterable[Hashable]) -> StorePlan | StoreRejected:
+        plan = super().prepare_store(keys)
+        if isinstance(plan, StorePlan):
+            fake = tuple(AgreesWithAll() for _ in plan.keys)
+            return StorePlan(fake, plan.slots, plan.evicted, plan.epoch, plan.ticket)
+        return plan
+
+
+class NeverEqual(int):
+    """An int that equals nothing, itself included, and hashes by identity."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __ne__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+class ZeroTickets(OffloadManager):
+    """Every plan's ticket is 0, dressed up so that no two look equal."""
+
+    def __init__(self, capacity: int, *args: Any, **kwargs: Any) -> None:
+        super().__init__(capacity, *args, **kwargs)
+        self.real: dict[int, int] = {}
+
+    def _dress(self, ticket: int) -> int:
+        dressed = NeverEqual(0)
+        self.real[id(dressed)] = ticket
+        return dressed
+
+    def prepare_store(self, keys: Iterable[Hashable]) -> StorePlan | StoreRejected:
+        plan = super().prepare_store(keys)
+        if isinstance(plan, StorePlan):
+            return StorePlan(plan.keys, plan.slots, plan.evicted, plan.epoch,
+                             self._dress(plan.ticket))
+        return plan
+
+    def prepare_load(self, keys: Iterable[Hashable]) -> LoadPlan:
+        plan = super().prepare_load(keys)
+        return LoadPlan(plan.keys, plan.slots, plan.epoch, self._dress(plan.ticket))
+
+    def complete_store(self, keys: Iterable[Hashable], success: bool = True,
+                       ticket: int | None = None) -> Completion:
+        return super().complete_store(keys, success, self.real.get(id(ticket), ticket))
+
+    def complete_load(self, keys: Iterable[Hashable], ticket: int | None = None) -> Completion:
+        return super().complete_load(keys, self.real.get(id(ticket), ticket))
+
+
+class FloatSlots(OffloadManager):
+    """Slots off by a half (read as ints, they would look right)."""
+
+    def prepare_store(self, keys: Iterable[Hashable]) -> StorePlan | StoreRejected:
+        plan = super().prepare_store(keys)
+        if isinstance(plan, StorePlan):
+            slots = tuple(s + 0.5 for s in plan.slots)
+            return StorePlan(plan.keys, slots, plan.evicted, plan.epoch, plan.ticket)  # type: ignore[arg-type]  # the bug
+        return plan
+
+
+class NoEpoch(OffloadManager):
+    """Store plans carry no epoch."""
+
+    def prepare_store(self, keys: Iterable[Hashable]) -> StorePlan | StoreRejected:
+        plan = super().prepare_store(keys)
+        if isinstance(plan, StorePlan):
+            return StorePlan(plan.keys, plan.slots, plan.evicted, None, plan.ticket)  # type: ignore[arg-type]  # the bug
+        return plan
+
+
+class LyingResetEpoch(OffloadManager):
+    """reset_cache answers 7, in an int that says it equals whatever it is compared to."""
+
+    def reset_cache(self) -> int:
+        super().reset_cache()
+
+        class Agreeable(int):
+            def __eq__(self, other: object) -> bool:
+                return True
+
+            def __ne__(self, other: object) -> bool:
+                return False
+
+            __hash__ = int.__hash__
+
+        return Agreeable(7)
+
+
+class WrongLoadEpoch(OffloadManager):
+    """Load plans report the next epoch: an epochs failure, and nothing else."""
+
+    def prepare_load(self, keys: Iterable[Hashable]) -> LoadPlan:
+        plan = super().prepare_load(keys)
+        return LoadPlan(plan.keys, plan.slots, plan.epoch + 1, plan.ticket)
+
+
+class ClearsItsArgument(OffloadManager):
+    """Consumes the caller's list of keys."""
+
+    def prepare_store(self, keys: Iterable[Hashable]) -> StorePlan | StoreRejected:
+        plan = super().prepare_store(keys)
+        if isinstance(keys, list):
+            keys.clear()
+        return plan
+
+
+class ReusesOneBuffer(OffloadManager):
+    """Every store plan's keys are one list, overwritten by the next store."""
+
+    def __init__(self, capacity: int, *args: Any, **kwargs: Any) -> None:
+        super().__init__(capacity, *args, **kwargs)
+        self.buffer: list[Hashable] = []
+
+    def prepare_store(self, keys: Iterable[Hashable]) -> StorePlan | StoreRejected:
+        plan = super().prepare_store(keys)
+        if isinstance(plan, StorePlan):
+            self.buffer[:] = plan.keys
+            return StorePlan(self.buffer, plan.slots, plan.evicted, plan.epoch, plan.ticket)  # type: ignore[arg-type]  # the bug
+        return plan
+
+
+class ListsAndSets(OffloadManager):
+    """Correct, with lists where the records hold tuples, fresh for every answer."""
+
+    def prepare_store(self, keys: Iterable[Hashable]) -> StorePlan | StoreRejected:
+        plan = super().prepare_store(keys)
+        if isinstance(plan, StorePlan):
+            return StorePlan(list(plan.keys), list(plan.slots), list(plan.evicted),  # type: ignore[arg-type]  # lists on purpose
+                             plan.epoch, plan.ticket)
+        return plan
+
+    def complete_load(self, keys: Iterable[Hashable], ticket: int | None = None) -> Completion:
+        done = super().complete_load(keys, ticket)
+        return Completion(list(done.applied), list(done.released), list(done.ignored))  # type: ignore[arg-type]  # lists on purpose
