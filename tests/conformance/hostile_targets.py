@@ -9,7 +9,7 @@ from collections.abc import Hashable, Iterable
 from typing import Any
 
 from kvoffload.impl import OffloadManager
-from kvoffload.spec import Completion, LoadPlan, StorePlan, StoreRejected
+from kvoffload.spec import Completion, Events, LoadPlan, LookupResult, StorePlan, StoreRejected
 
 
 class AgreesWithAll:
@@ -167,3 +167,40 @@ class ListsAndSets(OffloadManager):
     def complete_load(self, keys: Iterable[Hashable], ticket: int | None = None) -> Completion:
         done = super().complete_load(keys, ticket)
         return Completion(list(done.applied), list(done.released), list(done.ignored))  # type: ignore[arg-type]  # lists on purpose
+
+
+class AnnouncesAgain(OffloadManager):
+    """Every drain also names, as stored, the keys the previous drain stored (a
+    subscriber replaying the events still sees the right set)."""
+
+    def __init__(self, capacity: int, *args: Any, **kwargs: Any) -> None:
+        super().__init__(capacity, *args, **kwargs)
+        self.last: frozenset[Hashable] = frozenset()
+
+    def take_events(self) -> Events:
+        events = super().take_events()
+        again = frozenset(k for k in self.last if self.lookup(k) is LookupResult.HIT)
+        self.last = events.stored
+        return Events(events.stored | again, events.removed)
+
+
+class RemovesUnannounced(OffloadManager):
+    """A failed store's keys are announced as removed, though never announced as
+    stored."""
+
+    def __init__(self, capacity: int, *args: Any, **kwargs: Any) -> None:
+        super().__init__(capacity, *args, **kwargs)
+        self.failed: set[Hashable] = set()
+
+    def complete_store(self, keys: Iterable[Hashable], success: bool = True,
+                       ticket: int | None = None) -> Completion:
+        done = super().complete_store(keys, success, ticket)
+        if not success:
+            self.failed.update(done.applied)
+        return done
+
+    def take_events(self) -> Events:
+        events = super().take_events()
+        gone = frozenset(k for k in self.failed if self.lookup(k) is not LookupResult.HIT)
+        self.failed = set()
+        return Events(events.stored, events.removed | gone)

@@ -10,12 +10,14 @@ from typing import Any
 import jsonschema
 import pytest
 from hostile_targets import (
+    AnnouncesAgain,
     ClearsItsArgument,
     FloatSlots,
     LiarKeys,
     ListsAndSets,
     LyingResetEpoch,
     NoEpoch,
+    RemovesUnannounced,
     ReusesOneBuffer,
     WrongLoadEpoch,
     ZeroTickets,
@@ -305,6 +307,8 @@ def test_a_plan_with_extra_slots_fails_the_case_instead_of_crashing() -> None:
     (WrongLoadEpoch, "plan must start in epoch"),
     (ClearsItsArgument, "[arguments]"),
     (ReusesOneBuffer, "[arguments]"),
+    (AnnouncesAgain, ", announced already"),
+    (RemovesUnannounced, ", not announced"),
 ])
 def test_replay_reads_native_answers_as_strictly_as_check(corpus: Path, target: type,
                                                           why: str) -> None:

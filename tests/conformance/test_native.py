@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 from hostile_targets import (
+    AnnouncesAgain,
     ClearsItsArgument,
     FloatSlots,
     LiarKeys,
     ListsAndSets,
     LyingResetEpoch,
     NoEpoch,
+    RemovesUnannounced,
     ReusesOneBuffer,
     WrongLoadEpoch,
     ZeroTickets,
@@ -41,6 +43,8 @@ def failed(target: type, **options: Any) -> list[str]:
     (WrongLoadEpoch, "epochs"),
     (ClearsItsArgument, "arguments"),
     (ReusesOneBuffer, "arguments"),
+    (AnnouncesAgain, "events"),
+    (RemovesUnannounced, "events"),
 ])
 def test_a_hostile_answer_fails_its_property_and_no_other(target: type, prop: str) -> None:
     assert failed(target) == [prop]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -64,6 +65,9 @@ class EventBatch:
     """Events in delivery order: ``(removed, keys)`` pairs, as a subscriber applies them."""
 
     items: tuple[tuple[bool, tuple[Key, ...]], ...] = ()
+    net: bool = False
+    """The API promises the net change since the last drain (the native ``Events``):
+    no key stored that the subscriber already has, none removed that it lacks."""
 
     def replay_onto(self, ready: set[Key]) -> None:
         """Apply the batch to a subscriber's READY set, in delivery order."""
@@ -72,6 +76,28 @@ class EventBatch:
                 ready.difference_update(keys)
             else:
                 ready.update(keys)
+
+    def not_net(self, ready: AbstractSet[Key]) -> tuple[frozenset[Key], frozenset[Key]]:
+        """What breaks the net-change promise against the subscriber's READY set before
+        the batch: keys stored that it already has, keys removed that it lacks (both
+        empty if the batch makes no such promise)."""
+        if not self.net:
+            return frozenset(), frozenset()
+        again = frozenset(k for removed, keys in self.items if not removed
+                          for k in keys if k in ready)
+        unknown = frozenset(k for removed, keys in self.items if removed
+                            for k in keys if k not in ready)
+        return again, unknown
+
+    def not_net_text(self, ready: AbstractSet[Key]) -> str | None:
+        """:meth:`not_net` in words (None: the promise holds)."""
+        again, unknown = self.not_net(ready)
+        if not again and not unknown:
+            return None
+        broken = [f"stores {sorted(map(repr, again))}, announced already"] if again else []
+        if unknown:
+            broken.append(f"removes {sorted(map(repr, unknown))}, not announced")
+        return "Events is the net change since the last take_events, yet it " + " and ".join(broken)
 
 
 @dataclass(frozen=True)

@@ -177,8 +177,13 @@ def check_events(run: Lockstep, call: Call, new: CacheState, expected: object,
     if not isinstance(got, EventBatch):
         raise TypeError("adapter returned a non-EventBatch")  # suite bug
     subscriber = run.subscriber
+    broken = got.not_net_text(subscriber)
     got.replay_onto(subscriber)
     ready = new.announced
+    if broken:
+        raise PropertyViolation(
+            "events", broken, [call_row(call), ("events this call", ex.show_events(expected),
+                                                ex.show_batch(got.items))])
     if subscriber != ready:
         seen = frozenset(subscriber)
         raise PropertyViolation(

@@ -232,6 +232,9 @@ class AdapterDriver:
             for part in ("applied", "released", "ignored"):
                 _same(expect[part], getattr(out, part), part)
         elif kind == "events" and isinstance(out, EventBatch):
+            broken = out.not_net_text(self.subscriber)
+            if broken:
+                raise CaseFailed(broken)
             out.replay_onto(self.subscriber)
             _same(expect["ready"], tuple(self.subscriber), "the subscriber's READY set")
         elif kind == "reset":

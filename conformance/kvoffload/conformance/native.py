@@ -127,7 +127,7 @@ class NativeAdapter:
                 "events", f"Events is a net change, yet {sorted(map(repr, both))} are both "
                 "stored and removed")
         self._keep("take_events", events.stored, events.removed)
-        return EventBatch(((True, removed), (False, stored)))
+        return EventBatch(((True, removed), (False, stored)), net=True)
 
     def is_rejection(self, error: BaseException) -> bool:
         return isinstance(error, MisuseError)

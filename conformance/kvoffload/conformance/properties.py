@@ -25,7 +25,8 @@ PROPERTIES: dict[str, str] = {
     "tickets": "every plan names its job with an int ticket the manager never issued "
                "before, not even before a reset (the suite maps them one to one onto the "
                "spec's)",
-    "events": "replaying take_events gives a subscriber exactly the READY set",
+    "events": "replaying take_events gives a subscriber exactly the READY set; a native "
+              "Events is the net change since the last take_events",
     "misuse": "a call that breaks a precondition is rejected (typed error; AssertionError "
               "for vLLM targets) and changes nothing; a legal call is never rejected",
     "liveness": "once every running copy has completed, every slot is free or evictable: "
