@@ -3,7 +3,12 @@ check): keys passed through as vLLM bytes, and one request's context on every ca
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import pytest
+
 from kvoffload.conformance.adapter_api import EventBatch
+from kvoffload.conformance.errors import Untranslatable
 from kvoffload.conformance.vllm_adapters import VllmAdapter
 from kvoffload.spec import LookupResult
 
@@ -51,3 +56,20 @@ def test_an_event_batch_replays_in_delivery_order() -> None:
     ready = {"a", "b"}
     EventBatch(((True, ("a",)), (False, ("c", "a")), (True, ("b",)))).replay_onto(ready)
     assert ready == {"a", "c"}
+
+
+class FloatBlockIds(Recorder):
+    """A vLLM-shaped manager whose load spec names block 0.5 (read through ``int()``, it
+    looked like block 0)."""
+
+    def prepare_load(self, keys: list[bytes], req_context: ReqContext) -> object:
+        return SimpleNamespace(block_ids=[0.5])
+
+
+def test_block_ids_are_read_as_ints_not_truncated() -> None:
+    """Regression (fifth session of 3 December): block ids went through ``int()``, so a
+    float id was truncated into a plausible slot instead of failing."""
+    with pytest.raises(Untranslatable) as raised:
+        VllmAdapter(FloatBlockIds(), "vllm-bool").prepare_load(["a"])
+    assert raised.value.prop == "load-plan"
+    assert "0.5 is not an int" in str(raised.value)

@@ -9,12 +9,15 @@ the driver compares like with like; a value an adapter cannot translate raises
 from __future__ import annotations
 
 import enum
+import operator
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Protocol
 
 from kvoffload.spec import Completion, Key, LookupResult
+
+from .errors import Untranslatable
 
 
 class Retry(enum.Enum):
@@ -142,3 +145,14 @@ class Adapter(Protocol):
     def is_rejection(self, error: BaseException) -> bool:
         """Is ``error`` the target's way of rejecting misuse (rather than a crash)?"""
         ...
+
+
+def read_int(value: object, prop: str, what: str) -> int:
+    """``value`` as a plain int (``operator.index``: a bool, a float or None is refused;
+    an int subclass is read as the int it holds, whatever its ``__eq__`` says)."""
+    if isinstance(value, bool):
+        raise Untranslatable(prop, f"the {what} {value!r} is a bool, not an int")
+    try:
+        return operator.index(value)  # type: ignore[arg-type]  # checked by the except
+    except TypeError as error:
+        raise Untranslatable(prop, f"the {what} {value!r} is not an int") from error

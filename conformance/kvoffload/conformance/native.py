@@ -6,7 +6,6 @@ answer has the documented type, and says so precisely when it does not.
 
 from __future__ import annotations
 
-import operator
 from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -22,7 +21,14 @@ from kvoffload.spec import (
     StoreRejected,
 )
 
-from .adapter_api import Capabilities, EventBatch, LoadOutcome, Reported, StoreOutcome
+from .adapter_api import (
+    Capabilities,
+    EventBatch,
+    LoadOutcome,
+    Reported,
+    StoreOutcome,
+    read_int,
+)
 from .errors import Untranslatable
 
 KEPT_ANSWERS = 16
@@ -75,8 +81,8 @@ class NativeAdapter:
         if not isinstance(plan, LoadPlan):
             raise Untranslatable("load-plan", f"prepare_load returned {plan!r}, not a LoadPlan")
         outcome = LoadOutcome(self._keys(plan.keys, "load-plan", "prepare_load"),
-                              _slots(plan.slots), _integer(plan.epoch, "epochs", "epoch"),
-                              _integer(plan.ticket, "tickets", "ticket"))
+                              _slots(plan.slots), read_int(plan.epoch, "epochs", "epoch"),
+                              read_int(plan.ticket, "tickets", "ticket"))
         self._keep("prepare_load", plan.keys, plan.slots)
         return outcome
 
@@ -90,16 +96,16 @@ class NativeAdapter:
     def prepare_store(self, keys: Sequence[Key]) -> StoreOutcome:
         plan = self._call("prepare_store", keys)
         if isinstance(plan, StoreRejected):
-            return StoreOutcome(False, needed=_integer(plan.needed, "rejection", "needed"),
-                                available=_integer(plan.available, "rejection", "available"))
+            return StoreOutcome(False, needed=read_int(plan.needed, "rejection", "needed"),
+                                available=read_int(plan.available, "rejection", "available"))
         if not isinstance(plan, StorePlan):
             raise Untranslatable(
                 "store-plan", f"prepare_store returned {plan!r}, not StorePlan/StoreRejected")
         outcome = StoreOutcome(True, self._keys(plan.keys, "store-plan", "prepare_store"),
                                _slots(plan.slots),
                                self._keys(plan.evicted, "eviction-choice", "prepare_store"),
-                               _integer(plan.epoch, "epochs", "epoch"),
-                               _integer(plan.ticket, "tickets", "ticket"))
+                               read_int(plan.epoch, "epochs", "epoch"),
+                               read_int(plan.ticket, "tickets", "ticket"))
         self._keep("prepare_store", plan.keys, plan.slots, plan.evicted)
         return outcome
 
@@ -112,7 +118,7 @@ class NativeAdapter:
     def reset_cache(self) -> int | None:
         self._check_kept()
         epoch = self.manager.reset_cache()
-        return _integer(epoch, "epochs", "epoch from reset_cache")
+        return read_int(epoch, "epochs", "epoch from reset_cache")
 
     def take_events(self) -> EventBatch:
         self._check_kept()
@@ -198,22 +204,11 @@ def _contents(container: object) -> object:
     return container if items is None else items
 
 
-def _integer(value: object, prop: str, what: str) -> int:
-    """``value`` as a plain int (``operator.index``: a bool, a float or None is refused;
-    an int subclass is read as the int it holds, whatever its ``__eq__`` says)."""
-    if isinstance(value, bool):
-        raise Untranslatable(prop, f"the {what} {value!r} is a bool, not an int")
-    try:
-        return operator.index(value)  # type: ignore[arg-type]  # checked by the except
-    except TypeError as error:
-        raise Untranslatable(prop, f"the {what} {value!r} is not an int") from error
-
-
 def _slots(slots: object) -> tuple[int, ...]:
     values = _items(slots)
     if values is None:
         raise Untranslatable("slots", f"slots {slots!r} are not a sequence of ints")
-    return tuple(_integer(slot, "slots", "slot") for slot in values)
+    return tuple(read_int(slot, "slots", "slot") for slot in values)
 
 
 def _items(values: object) -> tuple[object, ...] | None:

@@ -39,6 +39,7 @@ from .adapter_api import (
     LoadOutcome,
     Reported,
     StoreOutcome,
+    read_int,
 )
 from .config import CheckConfig
 from .errors import TargetLoadError, Untranslatable, UsageError
@@ -311,4 +312,4 @@ def _block_ids(spec: Any, prop: str) -> tuple[int, ...]:
     ids = getattr(spec, "block_ids", None)
     if ids is None:
         raise Untranslatable(prop, f"{spec!r} has no block_ids")
-    return tuple(int(i) for i in ids)
+    return tuple(read_int(i, prop, "block id") for i in ids)
