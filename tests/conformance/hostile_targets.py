@@ -204,3 +204,15 @@ class RemovesUnannounced(OffloadManager):
         gone = frozenset(k for k in self.failed if self.lookup(k) is not LookupResult.HIT)
         self.failed = set()
         return Events(events.stored, events.removed | gone)
+
+
+class NarrowSlotIndex(OffloadManager):
+    """Slots kept in three bits: a plan names ``slot % 8``, so past 8 slots two live
+    blocks share one. Invisible on tiers of up to 8 slots."""
+
+    def prepare_store(self, keys: Iterable[Hashable]) -> StorePlan | StoreRejected:
+        plan = super().prepare_store(keys)
+        if isinstance(plan, StorePlan):
+            slots = tuple(s % 8 for s in plan.slots)
+            return StorePlan(plan.keys, slots, plan.evicted, plan.epoch, plan.ticket)
+        return plan

@@ -14,6 +14,7 @@ from hostile_targets import (
     LiarKeys,
     ListsAndSets,
     LyingResetEpoch,
+    NarrowSlotIndex,
     NoEpoch,
     RemovesUnannounced,
     ReusesOneBuffer,
@@ -53,3 +54,12 @@ def test_a_hostile_answer_fails_its_property_and_no_other(target: type, prop: st
 def test_lists_in_fresh_answers_conform() -> None:
     assert failed(ListsAndSets) == []
     assert failed(ListsAndSets, level=Level.EXACT, policy=Policy.ARC) == []
+
+
+def test_a_bug_past_the_small_tiers_is_met_on_a_wide_one() -> None:
+    """Regression (fifth session of 3 December): every example drew a tier of 1..4
+    slots, so a manager that goes wrong only past 8 slots conformed. One example in ten
+    now draws a wider tier (up to ``--capacity``, 64 by default)."""
+    assert failed(NarrowSlotIndex) == ["slots"]
+    assert failed(NarrowSlotIndex, capacity=8) == []  # the bug needs more than 8 slots
+

@@ -25,6 +25,7 @@ from .config import (
     DEFAULT_MAX_EXAMPLES,
     DEFAULT_STEPS,
     MAX_CAPACITY,
+    SMALL_TIERS,
     CheckConfig,
     Level,
     Profile,
@@ -71,8 +72,9 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="NAME", help="an assumption the target relies on (repeatable): "
                         + ", ".join(sorted(ASSUMPTIONS)))
     parser.add_argument("--capacity", default=None, metavar="N",
-                        help=f"the largest tier, in slots, 1 to {MAX_CAPACITY}; each example "
-                             f"draws 1..N (default {DEFAULT_CAPACITY})")
+                        help=f"the largest tier, in slots, 1 to {MAX_CAPACITY} (default "
+                             f"{DEFAULT_CAPACITY}): nine examples in ten draw 1..{SMALL_TIERS} "
+                             f"slots, the tenth {SMALL_TIERS + 1}..N")
     parser.add_argument("--max-examples", default=None, metavar="N",
                         help=f"examples to run (default {DEFAULT_MAX_EXAMPLES})")
     parser.add_argument("--steps", default=None, metavar="N",

@@ -36,14 +36,18 @@ class Level(enum.Enum):
     """Exactly the victims of the spec's model of the policy (LRU or ARC)."""
 
 
-DEFAULT_CAPACITY = 4
+DEFAULT_CAPACITY = 64
+SMALL_TIERS = 4
+"""Nine examples in ten draw a tier of 1..SMALL_TIERS slots (rejections and evictions
+at once, where lifecycle bugs show first); see :func:`tier_size`."""
+WIDE_EVERY = 10
+"""One example in WIDE_EVERY draws a tier above SMALL_TIERS (up to ``--capacity``)."""
 DEFAULT_MAX_EXAMPLES = 300
 DEFAULT_STEPS = 150
 DEFAULT_CALL_TIMEOUT = 10.0
 """Seconds one call into the target may take before it is a ``liveness`` failure."""
 MAX_CAPACITY = 1024
-"""The largest ``--capacity``: the spec's state, the key pool and the drain grow with it,
-and tiers beyond a few slots find nothing small tiers miss (tiers are drawn 1..N)."""
+"""The largest ``--capacity``: the spec's state, the key pool and the drain grow with it."""
 MAX_STEPS = 100_000
 MAX_EXAMPLES = 10_000_000
 
@@ -179,6 +183,32 @@ class CheckConfig:
             "stop_at_first": self.stop_at_first,
             "max_keys_per_call": self.max_keys_per_call,
         }
+
+
+def tier_size(draw: int, capacity: int) -> int:
+    """The tier, in slots, of an example whose draw is ``draw`` (any int >= 0), when the
+    largest tier is ``capacity``.
+
+    Nine draws in ten give a small tier, 1..SMALL_TIERS (uniform; all draws do when
+    ``capacity`` is no more): small tiers reach rejections and evictions at once. The
+    tenth gives a wide one, SMALL_TIERS+1..capacity, log-uniform (each doubling of the
+    size as likely as the next), so a target that goes wrong only past some size (a
+    fixed-size table, an index that overflows, a structure that changes as it grows)
+    meets it too. Draw 0, where Hypothesis shrinks to, is the 1-slot tier.
+    """
+    if capacity <= SMALL_TIERS or draw % WIDE_EVERY != WIDE_EVERY - 1:
+        return 1 + draw % min(capacity, SMALL_TIERS)
+    low = SMALL_TIERS + 1
+    share = (draw // WIDE_EVERY) % 4096 / 4096
+    return min(capacity, int(low * ((capacity + 1) / low) ** share))
+
+
+def describe_tiers(capacity: int) -> str:
+    """The tiers :func:`tier_size` draws, in words."""
+    if capacity <= SMALL_TIERS:
+        return f"tiers of 1..{capacity} slots"
+    return (f"tiers of 1..{SMALL_TIERS} slots (one example in {WIDE_EVERY}: "
+            f"{SMALL_TIERS + 1}..{capacity})")
 
 
 def _choice(flag: str, kind: type[_E], value: object) -> _E:

@@ -20,7 +20,8 @@ releases, loaded from their PyPI wheels by `kvoffload.conformance.vllm_wheels` (
 vLLM install; only `vllm/v1/kv_offload` is extracted into `~/.cache/kvoffload`; 0.21
 on needs torch and numpy, e.g. `pip install torch==2.13.0`). Every cell is one plain
 `kvoffload check vllm==X` run at the default budget (300 examples of up to 150 calls,
-tiers of 1 to 4 slots) with `--seed 1`; the same command gives the same shrunk traces.
+tiers of 1 to 4 slots, one example in ten of 5 to 64) with `--seed 1`; the same command
+gives the same shrunk traces.
 A run does not stop at its first failure: it goes on with fresh examples in which the
 properties already failed are no longer checked, so each cell lists every property
 that failed (each with its own shrunk trace and reproducer in the run's report
@@ -134,7 +135,7 @@ Options these backends need, and why:
 
 Verdicts: `kvoffload check lmcache==0.5.6 --max-keys-per-call 1 --seed 1` plus the
 options in the first column, default budget (300 examples x 150 calls, tiers of 1..4
-chunks); a run goes on after a failure and reports every property that fails, each with
+chunks, one example in ten of 5..64); a run goes on after a failure and reports every property that fails, each with
 its shrunk trace. Each trace below is replayed by
 `tests/conformance/test_lmcache_backends.py` (marker `lmcache`), and the corpus cases
 of the same shapes (`engines-lmcache-*`, [`docs/corpus.md`](corpus.md)) fail or pass

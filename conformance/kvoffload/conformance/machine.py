@@ -49,7 +49,7 @@ from kvoffload.spec import (
 )
 
 from .adapter_api import Adapter, Capabilities
-from .config import CheckConfig
+from .config import CheckConfig, tier_size
 from .errors import PropertyViolation
 from .lockstep import Lockstep
 
@@ -169,8 +169,9 @@ class LockstepMachine(RuleBasedStateMachine):
 
     @initialize(size=CHOICE, mix=CHOICE)
     def begin(self, size: int, mix: int) -> None:
-        """A fresh target (and spec) of 1 .. capacity slots; this example's op mix."""
-        self.capacity = 1 + size % self.setup.config.capacity
+        """A fresh target (and spec) of a drawn tier size (:func:`~.config.tier_size`); this
+        example's op mix."""
+        self.capacity = tier_size(size, self.setup.config.capacity)
         self._fresh_target()
         self.keys = key_pool(self.capacity)
         rng = random.Random(mix)
@@ -433,8 +434,10 @@ def build_machine(
 ) -> type[LockstepMachine]:
     """A :class:`LockstepMachine` subclass driving fresh targets from ``make_adapter``.
 
-    Each example first draws its tier size from ``1 .. config.capacity``: small tiers
-    reach rejections and evictions at once, larger ones the deeper LRU / ARC states.
+    Each example first draws its tier size (:func:`~.config.tier_size`: mostly 1..4
+    slots, one example in ten up to ``config.capacity``): small tiers reach rejections
+    and evictions at once, larger ones the deeper LRU / ARC states and whatever goes
+    wrong only past some size.
     Its keys are three more than fit, so stores evict and evicted keys come back
     (ARC's ghost hits).
     """

@@ -47,7 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kvoffload-assume", action="append", default=[], metavar="NAME",
                     help="an assumption the target relies on (repeatable)")
     group.addoption("--kvoffload-capacity", default=None,
-                    help="the largest tier in slots (default 4, at most 1024)")
+                    help="the largest tier in slots (default 64, at most 1024; nine "
+                         "examples in ten draw 1..4 slots, the tenth 5..N)")
     group.addoption("--kvoffload-max-examples", default=None,
                     help="examples per target, split over its shards (default 300)")
     group.addoption("--kvoffload-steps", default=None, help="calls per example (default 150)")

@@ -16,6 +16,7 @@ from typing import Any
 
 from kvoffload.spec import Call
 
+from .config import describe_tiers
 from .errors import PropertyViolation, format_table
 from .properties import PROPERTIES, describe
 from .runner import CheckResult, Failure
@@ -90,8 +91,8 @@ def configuration_text(result: CheckResult) -> str:
         f"policy         {config.policy.value}",
         f"level          {config.level.value}",
         f"assumptions    {', '.join(config.assume) or 'none'}",
-        f"budget         {config.max_examples} examples x {config.steps} steps, tiers of 1.."
-        f"{config.capacity} slots, seed {config.seed}",
+        f"budget         {config.max_examples} examples x {config.steps} steps, "
+        f"{describe_tiers(config.capacity)}, seed {config.seed}",
     ]
     lines += [f"calls          {what}: {how}" for what, how in result.alphabet.items()]
     return "\n".join(lines)

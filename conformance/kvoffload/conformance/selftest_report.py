@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .config import CheckConfig
+from .config import CheckConfig, describe_tiers
 from .errors import format_table
 from .report import junit_xml, violation_json
 from .selftest import Outcome, SelfTestReport
@@ -27,8 +27,8 @@ def print_self_test(report: SelfTestReport, config: CheckConfig) -> None:
                      f"{o.status}" + (f" by {v.prop!r}" if v is not None else ""),
                      f"{o.result.seconds:.2f} s" + (f", {len(v.trace)} calls" if v else "")))
     print(f"self-test: seeded-bug variants of kvoffload.impl:OffloadManager, budget "
-          f"{config.max_examples} examples x {config.steps} steps, tiers 1..{config.capacity}, "
-          f"seed {config.seed}")
+          f"{config.max_examples} examples x {config.steps} steps, "
+          f"{describe_tiers(config.capacity)}, seed {config.seed}")
     print(format_table(("variant or control [policy/level]", "result", "time, trace"), rows))
     variants = [o for o in report.outcomes if o.entry.kind == "variant"]
     controls = [o for o in report.outcomes if o.entry.kind == "control"]
