@@ -135,8 +135,8 @@ Options these backends need, and why:
 
 Verdicts: `kvoffload check lmcache==0.5.6 --max-keys-per-call 1 --seed 1` plus the
 options in the first column, default budget (300 examples x 150 calls, tiers of 1..4
-chunks, one example in ten of 5..64); a run goes on after a failure and reports every property that fails, each with
-its shrunk trace. Each trace below is replayed by
+chunks, one example in ten of 5..64); a run goes on after a failure and reports every
+property that fails, each with its shrunk trace. Each trace below is replayed by
 `tests/conformance/test_lmcache_backends.py` (marker `lmcache`), and the corpus cases
 of the same shapes (`engines-lmcache-*`, [`docs/corpus.md`](corpus.md)) fail or pass
 the same way under `kvoffload corpus replay DIR lmcache==0.5.6`.

@@ -59,9 +59,10 @@ def shrink(
 ) -> PropertyViolation:
     """The shortest violation of ``found.prop`` these passes reach from ``found``.
 
-    Every candidate is tried on the smallest tier first (1 slot, then 2, ... up to the
-    current one), so a trace may shrink and its tier with it in one move: a bug that
-    reads as one property on a large tier and as another on a small one still shrinks.
+    Every candidate is tried on the smallest tier first (1 slot, then 2, 3, 4, then
+    about 1.4 times more each try, up to the current one: :func:`_tiers`), so a trace
+    may shrink and its tier with it in one move: a bug that reads as one property on a
+    large tier and as another on a small one still shrinks.
     """
     deadline = time.perf_counter() + budget_s
     drain = found.in_drain
@@ -70,7 +71,7 @@ def shrink(
 
     def fails(calls: Sequence[Call]) -> bool:
         nonlocal best, largest
-        for capacity in range(1, largest + 1):
+        for capacity in _tiers(largest):
             if time.perf_counter() > deadline:
                 return False
             violation = attempt(make_adapter, replace(config, capacity=capacity), calls, drain,
@@ -90,6 +91,16 @@ def shrink(
         _rename(_generated(best), fails)
         changed = _size(best) < before
     return best
+
+
+def _tiers(largest: int) -> list[int]:
+    """The tiers a candidate is tried on, smallest first: every one up to 4, then a
+    ladder growing by about 1.4 (a wide tier's failure, 5 to 64 slots, tries at most
+    14 tiers per candidate, not 64), always ending with ``largest``."""
+    tiers = list(range(1, min(largest, 4) + 1))
+    while tiers[-1] < largest:
+        tiers.append(min(largest, max(tiers[-1] + 1, tiers[-1] * 7 // 5)))
+    return tiers
 
 
 def _generated(violation: PropertyViolation) -> list[Call]:
@@ -119,9 +130,16 @@ def _delete_chunks(calls: list[Call], fails: Callable[[Sequence[Call]], bool]) -
 
 
 def _variants(call: Call, earlier: Sequence[Key]) -> list[Call]:
-    """Simpler forms of one call, simplest first: a lookup (of its keys, or of keys
-    named before it) says most with least."""
+    """Simpler forms of one call, simplest first: without half its keys (then a
+    quarter, ...: a call of a wide tier's many keys loses most of them in a few
+    tries), then a lookup (of its keys, or of keys named before it), which says most
+    with least, then without one key."""
     out: list[Call] = []
+    keys, size = call.keys, len(call.keys) // 2
+    while size >= 2 and call.op is not Op.LOOKUP:
+        out.extend(replace(call, keys=keys[:start] + keys[start + size:])
+                   for start in range(0, len(keys) - size + 1, size))
+        size //= 2
     if call.op is not Op.LOOKUP:
         out.extend(Call(Op.LOOKUP, (key,)) for key in dict.fromkeys((*call.keys, *earlier)))
     if not call.success:
