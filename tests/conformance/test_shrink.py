@@ -9,7 +9,7 @@ from kvoffload.conformance.config import CheckConfig
 from kvoffload.conformance.errors import PropertyViolation
 from kvoffload.conformance.lockstep import replay
 from kvoffload.conformance.native import NativeAdapter
-from kvoffload.conformance.shrink import shrink
+from kvoffload.conformance.shrink import _tiers, shrink
 from kvoffload.spec import Call, Op
 
 PS, CS, L, T, E = Op.PREPARE_STORE, Op.COMPLETE_STORE, Op.LOOKUP, Op.TOUCH, Op.TAKE_EVENTS
@@ -47,3 +47,32 @@ def test_shrinking_keeps_the_property() -> None:
     assert best.prop == "liveness"
     assert best.in_drain
     assert best.trace[:best.generated] == tuple(calls)
+
+
+def test_a_wide_tier_trace_with_many_keys_shrinks_to_one_slot() -> None:
+    """Regression (fifth session of 3 December): a failure first met on a wide tier,
+    with calls naming dozens of keys, stayed on its tier when the budget ran out (every
+    candidate was replayed on every smaller tier, keys dropped one at a time)."""
+    keys = tuple(f"k{i}" for i in range(40))
+    found = violation_of([Call(PS, keys), Call(L, (keys[17],))], 64)
+    assert found.capacity == 64
+    replays = []
+
+    def counted(capacity: int) -> NativeAdapter:
+        replays.append(capacity)
+        return make(capacity)
+
+    best = shrink(counted, CheckConfig(capacity=64), found, budget_s=60.0)
+    assert best.trace == (Call(PS, ("a",)), Call(L, ("a",)))
+    assert best.capacity == 1
+    assert len(replays) < 300  # 101; 23,320 before (every tier, one key at a time)
+
+
+def test_candidates_try_small_tiers_then_a_ladder() -> None:
+    assert _tiers(1) == [1]
+    assert _tiers(4) == [1, 2, 3, 4]
+    assert _tiers(21) == [1, 2, 3, 4, 5, 7, 9, 12, 16, 21]
+    ladder = _tiers(1024)
+    assert ladder[-1] == 1024
+    assert len(ladder) < 25
+    assert ladder == sorted(set(ladder))

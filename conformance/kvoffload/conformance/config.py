@@ -194,7 +194,7 @@ def tier_size(draw: int, capacity: int) -> int:
     tenth gives a wide one, SMALL_TIERS+1..capacity, log-uniform (each doubling of the
     size as likely as the next), so a target that goes wrong only past some size (a
     fixed-size table, an index that overflows, a structure that changes as it grows)
-    meets it too. Draw 0, where Hypothesis shrinks to, is the 1-slot tier.
+    meets it too. Draw 0 (Hypothesis's simplest value) is the 1-slot tier.
     """
     if capacity <= SMALL_TIERS or draw % WIDE_EVERY != WIDE_EVERY - 1:
         return 1 + draw % min(capacity, SMALL_TIERS)
