@@ -22,7 +22,7 @@ import argparse
 import statistics
 import time
 
-from kvoffload.conformance.config import CheckConfig
+from kvoffload.conformance.config import CheckConfig, describe_tiers
 from kvoffload.conformance.lockstep import Lockstep
 from kvoffload.conformance.machine import key_pool
 from kvoffload.conformance.native import NativeAdapter
@@ -192,8 +192,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="overhead-ratio rounds")
     args = parser.parse_args()
     config = CheckConfig()
-    print(f"default budget: {config.max_examples} examples x {config.steps} calls, tiers "
-          f"1..{config.capacity}")
+    print(f"default budget: {config.max_examples} examples x {config.steps} calls, "
+          f"{describe_tiers(config.capacity)}")
 
     runs = default_runs(args.runs)
     worst = max(s for s, _, _ in runs)
