@@ -189,7 +189,7 @@ class AdapterDriver:
                              f"{expect['kind']}") from error
         if expect["kind"] == "error":
             raise CaseFailed(f"{op} must be rejected with [{expect['family']}]; the target "
-                             f"accepted it")
+                             "accepted it")
         self._check(expect, out, names)
 
     def _check_family(self, op: str, error: BaseException, family: str) -> None:
