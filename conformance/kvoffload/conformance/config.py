@@ -189,8 +189,8 @@ def tier_size(draw: int, capacity: int) -> int:
     """The tier, in slots, of an example whose draw is ``draw`` (any int >= 0), when the
     largest tier is ``capacity``.
 
-    Nine draws in ten give a small tier, 1..SMALL_TIERS (uniform; all draws do when
-    ``capacity`` is no more): small tiers reach rejections and evictions at once. The
+    Nine draws in ten give a small tier, 1..SMALL_TIERS (all draws do when ``capacity``
+    is no more): small tiers reach rejections and evictions at once. The
     tenth gives a wide one, SMALL_TIERS+1..capacity, log-uniform (each doubling of the
     size as likely as the next), so a target that goes wrong only past some size (a
     fixed-size table, an index that overflows, a structure that changes as it grows)
