@@ -30,7 +30,7 @@ from kvoffload.spec import (
 )
 from kvoffload.spec.calls import send
 
-from .adapter_api import RETRY, Adapter, EventBatch, LoadOutcome, StoreOutcome
+from .adapter_api import RETRY, Adapter, EventBatch, LoadOutcome, StoreOutcome, read_int
 from .config import CheckConfig, Level, Profile
 from .corpus import NEVER_ISSUED, load_cases
 from .errors import TargetLoadError, Untranslatable, UsageError
@@ -283,9 +283,11 @@ def _bind_slots(expected: Sequence[str], got: Sequence[Any], names: _Bindings,
         raise CaseFailed(f"{what} must give {len(expected)} slot(s); the target gave "
                          f"{len(got)}: {list(got)}")
     for name, value in zip(expected, got, strict=True):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise CaseFailed(f"{what} gave slot {value!r}, not an int")
-        names.slot(name, int(value))
+        try:  # an adapter's slots are ints already; one that is not fails the case
+            slot = read_int(value, "slots", "slot")
+        except Untranslatable as error:
+            raise CaseFailed(f"{what}: {error} [{error.prop}]") from error
+        names.slot(name, slot)
 
 
 def _is_native(obj: Any) -> bool:
