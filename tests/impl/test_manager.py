@@ -157,6 +157,31 @@ def test_a_key_named_twice_in_complete_store_is_stored_once() -> None:
     assert manager.take_events() == Events(stored=frozenset("ab"))
 
 
+@pytest.mark.parametrize("call", [["a", "b", "a"], ["a", "a", "b"]])
+def test_a_key_named_twice_in_complete_load_finishes_one_load(call: list[str]) -> None:
+    # LRU finishes a call's loads without deduplicating first; a repeat is caught midway.
+    manager = ready(3, "a", "b", "c")
+    manager.prepare_load(["a", "b"])
+    assert manager.complete_load(call) == Completion(applied=("a", "b"))
+    manager.check()
+    assert manager.pinned_slots == 0
+    plan = manager.prepare_store(["x", "y", "z"])  # c, then a and b in the call's order
+    assert isinstance(plan, StorePlan)
+    assert plan.evicted == ("c", "a", "b")
+
+
+def test_a_key_read_twice_and_named_twice_in_complete_load_loses_one_reader() -> None:
+    manager = ready(2, "a", "b")
+    manager.prepare_load(["a"])
+    manager.prepare_load(["a", "b"])
+    assert manager.complete_load(["a", "b", "a"]) == Completion(applied=("a", "b"))
+    manager.check()
+    assert manager.pinned_slots == 1  # a's later load still runs
+    assert manager.complete_load(["a"]) == Completion(applied=("a",))
+    with pytest.raises(UnmatchedCompleteLoad):
+        manager.complete_load(["a"])
+
+
 def test_misuse_is_typed_and_changes_nothing() -> None:
     manager = ready(3, "a")
     manager.prepare_store(["b"])

@@ -306,10 +306,10 @@ class OffloadManager:
                 if first is not None and (ticket is None or first == ticket) and key not in more:
                     del readers[key]  # decode's usual call: its only reader leaves
                     return self._one_evictable(key)
-            else:
-                queue = self._queue
-                if ticket is None and queue is not None and len(readers.keys() & keys) == len(keys):
-                    return self._finish_lru_loads(keys, queue)  # LRU: the usual call
+            elif ticket is None and self._queue is not None:  # LRU in vLLM's form: the usual call
+                finished = self._finish_lru_loads(keys, self._queue)
+                if finished is not None:
+                    return finished
         keys = _distinct(keys)
         if ticket is not None:
             return self._complete_loads_of_job(keys, ticket)
@@ -319,18 +319,28 @@ class OffloadManager:
         return completion(keys, (), ())
 
     def _finish_lru_loads(self, keys: tuple[Key, ...] | list[Key],
-                          queue: OrderedDict[Key, None]) -> Completion:
-        """``complete_load`` in vLLM's form under LRU when the keys are distinct and each has
-        a running load on its READY block (the usual call): each key's oldest load
-        finishes; a block whose last reader left becomes the most recent."""
-        more = self._more_loads
-        if not more or more.keys().isdisjoint(keys):  # each key's only reader leaves
-            readers = self._readers
-            for key in keys:
-                del readers[key]
-                queue[key] = None
-        else:  # some blocks are read by later loads too (popular prefixes)
-            self._finish_loads(keys, None)
+                          queue: OrderedDict[Key, None]) -> Completion | None:
+        """``complete_load`` in vLLM's form under LRU when each key has a running load on
+        its READY block (the usual call): each key's oldest load finishes, and a block whose
+        last reader left becomes the most recent. None, with nothing changed, otherwise."""
+        readers, more = self._readers, self._more_loads
+        if not more or more.keys().isdisjoint(keys):  # no key has a later load
+            if not all(map(readers.__contains__, keys)):
+                return None
+            try:  # each key's only reader leaves
+                for key in keys:
+                    del readers[key]
+                    queue[key] = None
+            except KeyError:  # a key named twice: its first occurrence finished it
+                keys = _distinct(keys)
+                for key in keys:
+                    if key in readers:
+                        del readers[key]
+                        queue[key] = None
+        elif len(readers.keys() & keys) == len(keys):  # distinct, each with a running load
+            self._finish_loads(keys, None)  # some blocks are read by later loads too
+        else:
+            return None
         return completion(keys if type(keys) is tuple else tuple(keys), (), ())
 
     def _one_evictable(self, key: Key) -> Completion:
@@ -601,7 +611,9 @@ class OffloadManager:
             for key, slot in zip(keys, slots):  # noqa: B905  # same length; strict= costs a keyword parse
                 ready[key] = slot
                 queue[key] = None
-        self._changed(True, keys)
+        log = self._log
+        if log is not None:
+            log.append((True, keys))
 
     def reset_cache(self) -> int:
         """Drop every block and start a new epoch; returns the new epoch.
@@ -667,6 +679,13 @@ class OffloadManager:
                 return events(news, _NONE) if became_ready else events(_NONE, news)
             # A key that changed once changed for good; one that changed twice or more
             # (left and came back, or the reverse) needs the fold below.
+            if len(log) == 2 and log[0][0] is not log[1][0]:  # a scheduler step's usual log:
+                (first_ready, first), (_, second) = log     # evictions and completed stores
+                one, other = frozenset(first), frozenset(second)
+                if (len(one) == len(first) and len(other) == len(second)
+                        and one.isdisjoint(other)):
+                    log.clear()
+                    return events(one, other) if first_ready else events(other, one)
             came: list[Key] = []
             left: list[Key] = []
             for became_ready, keys in log:
