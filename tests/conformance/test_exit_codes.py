@@ -331,3 +331,21 @@ def test_a_directory_as_target_is_named_as_one(
 ) -> None:
     assert check([f"{tmp_path}:Target"], tmp_path / "r") == 2
     assert "is a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("closed", ["stdout", "stdout and stderr"])
+def test_a_reader_that_goes_away_leaves_the_verdict_as_it_is(tmp_path: Path, closed: str) -> None:
+    # Regression: `kvoffload corpus replay DIR | head -1` printed a BrokenPipeError
+    # traceback and exited 2 when head closed the pipe before the last line.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kvoffload.conformance.cli", "check", *SMALL[:-1],
+         "--report-dir", str(tmp_path / "r")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if closed == "stdout and stderr" else subprocess.PIPE)
+    assert process.stdout is not None
+    process.stdout.close()  # the reader is gone before the first line
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 0  # the reference conforms, printed or not
+    assert json.loads((tmp_path / "r" / "report.json").read_text())["verdict"] == "conforms"
+    assert b"Traceback" not in (err or b"")  # with stderr closed too, the status tells
+    assert b"BrokenPipe" not in (err or b"")

@@ -6,14 +6,18 @@ the run could not be made as asked (bad option, unloadable target, no adapter fi
 unwritable output), 130 when interrupted (Ctrl-C), with a one-line reason. The command
 runs in a child process (:mod:`.isolation`): a target that ends the process itself
 (``os._exit``, a signal) gets 1 if it was being checked, 2 if it was being loaded,
-never 0.
+never 0. When the reader of standard output or standard error goes away (``kvoffload
+check | head``), the rest of that output is dropped and the run goes on: the exit status
+and the report are still the run's.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any, TextIO
 
 from kvoffload.spec import ASSUMPTIONS, MisuseError, check_invariants, initial_state
 from kvoffload.spec.calls import apply
@@ -78,9 +82,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     return result
 
 
+class _OutputOrNothing:
+    """An output stream that outlives its reader: once a write or a flush finds the pipe
+    closed (``| head``), the stream is pointed at the null device and the rest of the
+    output is dropped, so the run finishes and reports its verdict. Everything else is
+    the wrapped stream's."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._drop_the_rest()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._drop_the_rest()
+
+    def _drop_the_rest(self) -> None:
+        """Point the stream's descriptor at the null device: what is still buffered, and
+        all that follows, is written there (no error at the interpreter's exit either)."""
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self._stream.fileno())
+        finally:
+            os.close(null)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def entry() -> int:
     """The ``kvoffload`` command: :func:`main` in a child process, so that no way a
-    target ends the process passes for a verdict (:mod:`.isolation`)."""
+    target ends the process passes for a verdict (:mod:`.isolation`), with standard
+    output and standard error that survive their reader (:class:`_OutputOrNothing`)."""
+    sys.stdout = _OutputOrNothing(sys.stdout)
+    sys.stderr = _OutputOrNothing(sys.stderr)
     return run_isolated(main, exit_normally=True)
 
 
