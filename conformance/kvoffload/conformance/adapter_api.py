@@ -117,6 +117,12 @@ class Capabilities:
     strict_lookup: bool = True
     """The lookup can report PENDING at all (vLLM <= 0.18 cannot: safe profile only)."""
 
+    def rejects_with(self, error: BaseException, code: str) -> bool:
+        """Whether ``error``, a rejection, is the one the spec calls for: of the spec's
+        misuse ``code`` (its ``code`` attribute) in an API with typed misuse errors; any
+        rejection in one without."""
+        return not self.typed_misuse or getattr(error, "code", None) == code
+
 
 class Adapter(Protocol):
     """One target instance, seen through the spec's vocabulary."""

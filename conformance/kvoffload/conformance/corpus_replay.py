@@ -30,6 +30,7 @@ from kvoffload.spec import (
 )
 from kvoffload.spec.calls import send
 
+from . import explain as ex
 from .adapter_api import RETRY, Adapter, EventBatch, LoadOutcome, StoreOutcome, read_int
 from .config import CheckConfig, Level, Profile
 from .corpus import NEVER_ISSUED, load_cases
@@ -185,7 +186,7 @@ class AdapterDriver:
             if expect["kind"] == "error" and a.is_rejection(error):
                 self._check_family(op, error, expect["family"])
                 return
-            raise CaseFailed(f"{op} raised {_described(error)}; expected "
+            raise CaseFailed(f"{op} raised {ex.error_text(error)}; expected "
                              f"{expect['kind']}") from error
         if expect["kind"] == "error":
             raise CaseFailed(f"{op} must be rejected with [{expect['family']}]; the target "
@@ -193,9 +194,9 @@ class AdapterDriver:
         self._check(expect, out, names)
 
     def _check_family(self, op: str, error: BaseException, family: str) -> None:
-        """A rejection of an API with typed misuse errors must be of the case's family."""
-        if self.adapter.capabilities.typed_misuse and getattr(error, "code", None) != family:
-            raise CaseFailed(f"{op} raised {_described(error)}; expected [{family}]")
+        """A rejection must be the one the case calls for (its family: the misuse code)."""
+        if not self.adapter.capabilities.rejects_with(error, family):
+            raise CaseFailed(f"{op} raised {ex.error_text(error)}; expected [{family}]")
 
     def _check(self, expect: dict[str, Any], out: Any, names: _Bindings) -> None:
         kind = expect["kind"]
@@ -262,11 +263,6 @@ def _epoch(epoch: int | None, names: _Bindings, what: str) -> None:
     if epoch is not None and epoch != names.epoch:
         raise CaseFailed(f"{what}'s plan must start in epoch {names.epoch}; the target "
                          f"gave {epoch!r}")
-
-
-def _described(error: BaseException) -> str:
-    code = getattr(error, "code", None)
-    return f"{type(error).__name__}{f' [{code}]' if isinstance(code, str) else ''}: {error}"
 
 
 def _in_order(expected: Sequence[Any], got: Sequence[Any], what: str) -> None:

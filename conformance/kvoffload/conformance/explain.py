@@ -139,4 +139,9 @@ def show_batch(items: Sequence[tuple[bool, tuple[Key, ...]]]) -> str:
 
 
 def error_text(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
+    """An error as reports show it: its class, its misuse code when it has one that its
+    message does not already give (the spec's errors start with theirs), its message."""
+    code, message = getattr(error, "code", None), str(error)
+    if isinstance(code, str) and not message.startswith(f"[{code}]"):
+        return f"{type(error).__name__} [{code}]: {message}"
+    return f"{type(error).__name__}: {message}"

@@ -214,8 +214,8 @@ class Lockstep:
                                  *ex.context(self.state, call.keys)])
         if not self.adapter.is_rejection(error):
             raise compare.crash(self, call, error, f"{type(misuse).__name__} [{misuse.code}]")
-        code = getattr(error, "code", None)
-        if self.adapter.capabilities.typed_misuse and code != misuse.code:
+        if not self.adapter.capabilities.rejects_with(error, misuse.code):
+            code = getattr(error, "code", None)
             raise PropertyViolation(
                 "misuse", f"{call} must be rejected with [{misuse.code}]; the target raised "
                 f"{type(error).__name__} [{code}]",

@@ -1,0 +1,23 @@
+"""Unit tests of ``kvoffload.conformance.explain``: how errors read in reports."""
+
+from __future__ import annotations
+
+from kvoffload.conformance.explain import error_text
+from kvoffload.spec import NotReadable
+
+
+class CodedError(Exception):
+    code = "load-not-ready"
+
+
+def test_an_error_reads_as_its_class_and_message() -> None:
+    assert error_text(KeyError("a")) == "KeyError: 'a'"
+
+
+def test_a_code_the_message_lacks_is_shown() -> None:
+    assert error_text(CodedError("no")) == "CodedError [load-not-ready]: no"
+
+
+def test_a_spec_error_gives_its_code_once() -> None:
+    text = error_text(NotReadable("only READY blocks", keys=("a",)))
+    assert text == "NotReadable: [load-not-ready] only READY blocks"
