@@ -1,6 +1,7 @@
 """The corpus's C++17 replayer (corpus/replayer/replay.cpp) builds with g++ and Debian's
-nlohmann-json3-dev and replays the corpus against its toy manager. Skipped without
-them, except under CI (CI=true), where .ci/run installs both."""
+nlohmann-json3-dev and replays the corpus against its toy manager, resets, plan epochs
+and net-change events included; seeded bugs built into the toy are caught. Skipped
+without them, except under CI (CI=true), where .ci/run installs both."""
 
 from __future__ import annotations
 
@@ -18,17 +19,22 @@ SOURCE = Path(__file__).resolve().parents[2] / "corpus" / "replayer" / "replay.c
 HEADER = Path("/usr/include/nlohmann/json.hpp")
 
 
-@pytest.fixture(scope="module")
-def replayer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def build(directory: Path, bug: int = 0) -> Path:
+    """The replayer, with the toy's seeded bug ``bug`` (0: none; see TOY_BUG in the source)."""
     if shutil.which("g++") is None or not HEADER.is_file():
         reason = "g++ or nlohmann-json3-dev is missing (apt-get install g++ nlohmann-json3-dev)"
         if os.environ.get("CI") == "true":
             pytest.fail(f"{reason}; .ci/run installs them")
         pytest.skip(reason)
-    binary = tmp_path_factory.mktemp("replayer") / "replay"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-o", str(binary),
-                    str(SOURCE)], check=True, capture_output=True, text=True)
+    binary = directory / f"replay{bug}"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Werror", f"-DTOY_BUG={bug}", "-o",
+                    str(binary), str(SOURCE)], check=True, capture_output=True, text=True)
     return binary
+
+
+@pytest.fixture(scope="module")
+def replayer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build(tmp_path_factory.mktemp("replayer"))
 
 
 @pytest.fixture(scope="module")
@@ -61,3 +67,40 @@ def test_a_wrong_expectation_fails(replayer: Path, corpus: Path, tmp_path: Path)
 
 def test_an_unreadable_corpus_exits_2(replayer: Path, tmp_path: Path) -> None:
     assert subprocess.run([str(replayer), str(tmp_path)], capture_output=True).returncode == 2
+
+
+def test_every_reset_case_is_replayed(replayer: Path, corpus: Path) -> None:
+    # Only exact-level ARC cases are skipped: the toy resets, with copies still running.
+    cases = [json.loads(p.read_text()) for p in (corpus / "cases").glob("*.json")]
+    arc_exact = sum(c["level"] == "exact" and c["policy"] != "lru" for c in cases)
+    assert any(s["call"]["op"] == "reset_cache" for c in cases for s in c["steps"])
+    done = subprocess.run([str(replayer), str(corpus)], capture_output=True, text=True)
+    assert done.stdout.split()[4] == str(arc_exact)  # "P passed, F failed, S skipped"
+
+
+@pytest.mark.parametrize(("bug", "caught"), [
+    (1, "store_plan epoch: expected 1 (the last reset's), got 0"),
+    (2, "which the subscriber has: not the net change"),
+])
+def test_a_toy_with_a_seeded_bug_fails(corpus: Path, tmp_path: Path, bug: int, caught: str
+                                       ) -> None:
+    done = subprocess.run([str(build(tmp_path, bug)), str(corpus)], capture_output=True,
+                          text=True)
+    assert done.returncode == 1
+    assert caught in done.stdout
+
+
+def test_a_wrong_reset_epoch_fails(replayer: Path, corpus: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "corpus"
+    shutil.copytree(corpus, broken)
+    for path in sorted((broken / "cases").glob("*.json")):
+        case = json.loads(path.read_text())
+        steps = [s for s in case["steps"] if s["expect"]["kind"] == "reset"]
+        if steps and case["level"] == "any":
+            steps[0]["expect"]["epoch"] = 2
+            path.write_text(json.dumps(case))
+            break
+    done = subprocess.run([str(replayer), str(broken)], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert f"FAILED {path.stem} at step" in done.stdout
+    assert "reset_cache: expected epoch 2, got 1" in done.stdout
