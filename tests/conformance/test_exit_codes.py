@@ -349,3 +349,20 @@ def test_a_reader_that_goes_away_leaves_the_verdict_as_it_is(tmp_path: Path, clo
     assert json.loads((tmp_path / "r" / "report.json").read_text())["verdict"] == "conforms"
     assert b"Traceback" not in (err or b"")  # with stderr closed too, the status tells
     assert b"BrokenPipe" not in (err or b"")
+
+
+@pytest.mark.parametrize("closed", [">&-", "2>&-"])
+@pytest.mark.parametrize("command", ["demo", "check"])
+def test_a_command_started_with_an_output_closed_runs_to_its_verdict(
+    tmp_path: Path, command: str, closed: str
+) -> None:
+    # Regression: with a descriptor closed at start, Python's stream is None; the
+    # parent's flush before forking failed on it (AttributeError, exit 1).
+    options = "" if command == "demo" else f"{' '.join(SMALL)} --report-dir {tmp_path / 'r'}"
+    done = subprocess.run(["sh", "-c", f"exec {sys.executable} -m kvoffload.conformance.cli "
+                           f"{command} {options} {closed}"], capture_output=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0
+    assert b"Traceback" not in done.stderr
+    if command == "check":
+        assert json.loads((tmp_path / "r" / "report.json").read_text())["verdict"] == "conforms"

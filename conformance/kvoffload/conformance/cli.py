@@ -121,8 +121,10 @@ def entry() -> int:
     """The ``kvoffload`` command: :func:`main` in a child process, so that no way a
     target ends the process passes for a verdict (:mod:`.isolation`), with standard
     output and standard error that survive their reader (:class:`_OutputOrNothing`)."""
-    sys.stdout = _OutputOrNothing(sys.stdout)
-    sys.stderr = _OutputOrNothing(sys.stderr)
+    if sys.stdout is not None:  # None: started with the descriptor closed (print skips it)
+        sys.stdout = _OutputOrNothing(sys.stdout)
+    if sys.stderr is not None:
+        sys.stderr = _OutputOrNothing(sys.stderr)
     return run_isolated(main, exit_normally=True)
 
 

@@ -69,6 +69,8 @@ def _tell(message: bytes) -> None:
 
 def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # the process started with that descriptor closed
+            continue
         with suppress(OSError, ValueError):  # closed or broken by the target: nothing to keep
             stream.flush()
 
