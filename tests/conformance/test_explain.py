@@ -21,3 +21,16 @@ def test_a_code_the_message_lacks_is_shown() -> None:
 def test_a_spec_error_gives_its_code_once() -> None:
     text = error_text(NotReadable("only READY blocks", keys=("a",)))
     assert text == "NotReadable: [load-not-ready] only READY blocks"
+
+
+class Unprintable(Exception):
+    @property
+    def code(self) -> str:
+        raise RuntimeError("no code")
+
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+def test_an_error_that_cannot_say_itself_is_still_shown() -> None:
+    assert error_text(Unprintable()) == "Unprintable: <exception str() failed>"

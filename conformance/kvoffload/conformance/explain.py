@@ -140,8 +140,16 @@ def show_batch(items: Sequence[tuple[bool, tuple[Key, ...]]]) -> str:
 
 def error_text(error: BaseException) -> str:
     """An error as reports show it: its class, its misuse code when it has one that its
-    message does not already give (the spec's errors start with theirs), its message."""
-    code, message = getattr(error, "code", None), str(error)
+    message does not already give (the spec's errors start with theirs), its message.
+    A target's error that fails to say either is shown without it, as tracebacks do."""
+    try:
+        code = getattr(error, "code", None)
+    except Exception:  # a property of the target's that raises
+        code = None
+    try:
+        message = str(error)
+    except Exception:
+        message = "<exception str() failed>"
     if isinstance(code, str) and not message.startswith(f"[{code}]"):
         return f"{type(error).__name__} [{code}]: {message}"
     return f"{type(error).__name__}: {message}"

@@ -17,6 +17,7 @@ from .adapter_api import Capabilities
 from .config import CheckConfig
 from .errors import PropertyViolation
 from .examples_db import database_settings
+from .explain import error_text
 from .guard import Interrupted, timed_calls
 from .isolation import mark_running
 from .machine import BURST, Counters, build_machine
@@ -208,7 +209,7 @@ def _explore(result: CheckResult, prepared: Prepared, counters: Counters,
             result.error = f"the run was flaky: {flaky}"
         found = seen[0] if seen else None
     except Exception as error:  # a bug in the suite or a target that breaks Hypothesis
-        result.error = f"{type(error).__name__}: {error}"
+        result.error = error_text(error)
     if found is None or found.prop in silenced:
         return False
     failure = Failure(found, found_after_s=round(time.perf_counter() - start, 3),

@@ -33,6 +33,7 @@ from typing import Any
 from .adapter_api import Adapter, Capabilities
 from .config import ADAPTERS, CheckConfig
 from .errors import TargetLoadError, UsageError
+from .explain import error_text
 from .lmcache_loader import is_lmcache_target, lmcache_factory
 from .native import NATIVE_METHODS, NativeAdapter
 from .vllm_adapters import ERA_SIGNATURES, era_of, factory_keywords
@@ -98,8 +99,10 @@ def load_object(text: str, policy: str = "lru") -> Any:
 
 
 def _named(error: BaseException) -> str:
-    """``SystemExit: 0``, ``ValueError: bad``: the exception as a reader needs it."""
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    """``SystemExit: 0``, ``ValueError: bad``: the exception as a reader needs it (its
+    class alone when it has no message)."""
+    text = error_text(error)
+    return type(error).__name__ if text == f"{type(error).__name__}: " else text
 
 
 def _import_module(where: str, text: str) -> Any:
