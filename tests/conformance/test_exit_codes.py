@@ -62,20 +62,25 @@ def test_sys_exit_inside_a_call_is_a_crash_with_its_trace(
     assert report["violation"]["trace"][-1]["op"] == "lookup"
 
 
+UNPRINTABLE = """
+class Bad(Exception):
+    def __str__(self):
+        raise RuntimeError("no message")
+"""
+"""An exception whose message fails to print."""
+
+
 def test_an_error_whose_message_fails_is_still_the_targets_crash(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Regression: formatting the target's error raised inside the suite: exit 2, "the
     # run did not finish", for what is the target's crash.
-    path = write(tmp_path, "unprintable.py", """
-        from kvoffload.impl import OffloadManager
-        class Bad(Exception):
-            def __str__(self):
-                raise RuntimeError("no message")
-        class Unprintable(OffloadManager):
-            def prepare_store(self, keys):
-                raise Bad()
-    """)
+    path = write(tmp_path, "unprintable.py", UNPRINTABLE + """
+from kvoffload.impl import OffloadManager
+class Unprintable(OffloadManager):
+    def prepare_store(self, keys):
+        raise Bad()
+""")
     assert check([f"{path}:Unprintable"], tmp_path / "r") == 1
     out = capsys.readouterr().out
     assert "property 'crash' violated" in out
@@ -86,12 +91,7 @@ def test_an_import_error_whose_message_fails_is_named_not_blamed_on_the_suite(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Regression: it was "internal error, please report it: RuntimeError".
-    path = write(tmp_path, "badimport.py", """
-        class Bad(Exception):
-            def __str__(self):
-                raise RuntimeError("no message")
-        raise Bad()
-    """)
+    path = write(tmp_path, "badimport.py", UNPRINTABLE + "raise Bad()\n")
     assert check([f"{path}:Target"], tmp_path / "r") == 2
     err = capsys.readouterr().err
     assert "raised Bad: <exception str() failed>" in err
