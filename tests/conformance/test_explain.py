@@ -24,13 +24,13 @@ def test_a_spec_error_gives_its_code_once() -> None:
 
 
 class Unprintable(Exception):
-    @property
-    def code(self) -> str:
-        raise RuntimeError("no code")
-
     def __str__(self) -> str:
         raise RuntimeError("no message")
 
 
 def test_an_error_that_cannot_say_itself_is_still_shown() -> None:
     assert error_text(Unprintable()) == "Unprintable: <exception str() failed>"
+
+
+def test_an_exit_status_is_no_misuse_code() -> None:
+    assert error_text(SystemExit("bye")) == "SystemExit: bye"

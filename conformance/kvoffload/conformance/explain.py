@@ -139,12 +139,14 @@ def show_batch(items: Sequence[tuple[bool, tuple[Key, ...]]]) -> str:
 
 
 def error_text(error: BaseException) -> str:
-    """An error as reports show it: its class, its misuse code when it has one that its
-    message does not already give (the spec's errors start with theirs), its message.
-    A target's error that fails to say either is shown without it, as tracebacks do."""
+    """An error as reports show it: its class, its misuse code when its class has one
+    (a ``code`` string, as the spec's errors have) that its message does not already
+    give (the spec's errors start with theirs), its message. A message that fails to
+    print is shown as tracebacks show it. (``SystemExit("bye").code`` is an exit
+    status, not a misuse code: only the class's counts.)"""
     try:
-        code = getattr(error, "code", None)
-    except Exception:  # a property of the target's that raises
+        code = getattr(type(error), "code", None)
+    except Exception:  # a metaclass of the target's that raises
         code = None
     try:
         message = str(error)
