@@ -34,3 +34,33 @@ def test_configuration_options_reach_the_check(pytester: pytest.Pytester) -> Non
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*level          exact*", "*assumptions    unique-keys*",
                                  "*property 'eviction-choice' violated*"])
+
+
+
+class _Options:
+    """Stands in for pytest's parser and option group: keeps each option's help."""
+
+    def __init__(self) -> None:
+        self.help: dict[str, str] = {}
+
+    def getgroup(self, *args: object, **kwargs: object) -> _Options:
+        return self
+
+    def addoption(self, name: str, *args: object, help: str = "", **kwargs: object) -> None:
+        self.help[name] = help
+
+    def addini(self, *args: object, **kwargs: object) -> None:
+        pass
+
+
+def test_the_plugins_capacity_help_states_the_configs_bounds() -> None:
+    # The plugin imports nothing of the suite at load, so its help text spells these
+    # numbers out; this keeps them equal to the config's.
+    from kvoffload.conformance import pytest_plugin
+    from kvoffload.conformance.config import DEFAULT_CAPACITY, MAX_CAPACITY, SMALL_TIERS
+
+    options = _Options()
+    pytest_plugin.pytest_addoption(options)  # type: ignore[arg-type]
+    assert options.help["--kvoffload-capacity"] == (
+        f"the largest tier in slots (default {DEFAULT_CAPACITY}, at most {MAX_CAPACITY}; "
+        f"nine examples in ten draw 1..{SMALL_TIERS} slots, the tenth {SMALL_TIERS + 1}..N)")

@@ -22,7 +22,7 @@ from dataclasses import replace
 from kvoffload.spec import Call, Key, Op, excluded_by
 
 from .adapter_api import Adapter
-from .config import CheckConfig
+from .config import SMALL_TIERS, CheckConfig
 from .errors import PropertyViolation
 from .lockstep import Lockstep
 
@@ -94,10 +94,11 @@ def shrink(
 
 
 def _tiers(largest: int) -> list[int]:
-    """The tiers a candidate is tried on, smallest first: every one up to 4, then a
-    ladder growing by about 1.4 (a wide tier's failure, 5 to 64 slots, tries at most
-    14 tiers per candidate, not 64), always ending with ``largest``."""
-    tiers = list(range(1, min(largest, 4) + 1))
+    """The tiers a candidate is tried on, smallest first: every small tier (1 to
+    ``SMALL_TIERS``, the ones nine examples in ten draw), then a ladder growing by about
+    1.4 (a wide tier's failure, 5 to 64 slots, tries at most 14 tiers per candidate, not
+    64), always ending with ``largest``."""
+    tiers = list(range(1, min(largest, SMALL_TIERS) + 1))
     while tiers[-1] < largest:
         tiers.append(min(largest, max(tiers[-1] + 1, tiers[-1] * 7 // 5)))
     return tiers
