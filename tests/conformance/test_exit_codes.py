@@ -274,11 +274,13 @@ def test_a_huge_answer_is_clipped_in_output_and_report(
         from kvoffload.impl import OffloadManager
         from dataclasses import replace
 
+        HUGE = tuple(range(2_000_000))  # made once: the suite's cost is the test's
+
         class Huge(OffloadManager):
             def prepare_store(self, keys):
                 plan = super().prepare_store(keys)
                 if hasattr(plan, "slots"):
-                    return replace(plan, slots=tuple(range(2_000_000)))
+                    return replace(plan, slots=HUGE)
                 return plan
     """)
     assert check([f"{path}:Huge"], tmp_path / "r") == 1

@@ -63,3 +63,32 @@ def test_a_bug_past_the_small_tiers_is_met_on_a_wide_one() -> None:
     assert failed(NarrowSlotIndex) == ["slots"]
     assert failed(NarrowSlotIndex, capacity=8) == []  # the bug needs more than 8 slots
 
+
+
+class _Unreadable:
+    """A slot that fails when read: reading it means the plan's slots were read."""
+
+    def __index__(self) -> int:
+        raise RuntimeError("a slot of an oversized plan was read")
+
+
+def test_a_plan_with_more_slots_than_keys_is_refused_before_its_slots_are_read() -> None:
+    """Regression (issue 21): a 2M-slot plan was read one slot at a time on every
+    replay (306 s to a verdict); now its length is checked first."""
+    from dataclasses import replace
+
+    from kvoffload.conformance.errors import Untranslatable
+    from kvoffload.conformance.native import NativeAdapter
+    from kvoffload.impl import OffloadManager
+
+    class Oversized(OffloadManager):
+        def prepare_store(self, keys: Any) -> Any:
+            plan = super().prepare_store(keys)
+            return replace(plan, slots=(*plan.slots, *[_Unreadable()] * 100))
+
+    adapter = NativeAdapter(Oversized(4))
+    with pytest.raises(Untranslatable) as refused:
+        adapter.prepare_store(["a"])
+    assert refused.value.prop == "slots"
+    assert "101 slots for 1 key (a plan holds one slot per key)" in str(refused.value)
+    assert "... (37 more)" in str(refused.value)

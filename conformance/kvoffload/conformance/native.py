@@ -30,6 +30,7 @@ from .adapter_api import (
     read_int,
 )
 from .errors import Untranslatable
+from .explain import show
 
 KEPT_ANSWERS = 16
 """How many recent answers with mutable containers are checked at every call."""
@@ -80,8 +81,9 @@ class NativeAdapter:
         plan = self._call("prepare_load", keys)
         if not isinstance(plan, LoadPlan):
             raise Untranslatable("load-plan", f"prepare_load returned {plan!r}, not a LoadPlan")
-        outcome = LoadOutcome(self._keys(plan.keys, "load-plan", "prepare_load"),
-                              _slots(plan.slots), read_int(plan.epoch, "epochs", "epoch"),
+        keys_read = self._keys(plan.keys, "load-plan", "prepare_load")
+        outcome = LoadOutcome(keys_read, _slots(plan.slots, len(keys_read), "prepare_load"),
+                              read_int(plan.epoch, "epochs", "epoch"),
                               read_int(plan.ticket, "tickets", "ticket"))
         self._keep("prepare_load", plan.keys, plan.slots)
         return outcome
@@ -101,8 +103,9 @@ class NativeAdapter:
         if not isinstance(plan, StorePlan):
             raise Untranslatable(
                 "store-plan", f"prepare_store returned {plan!r}, not StorePlan/StoreRejected")
-        outcome = StoreOutcome(True, self._keys(plan.keys, "store-plan", "prepare_store"),
-                               _slots(plan.slots),
+        keys_read = self._keys(plan.keys, "store-plan", "prepare_store")
+        outcome = StoreOutcome(True, keys_read,
+                               _slots(plan.slots, len(keys_read), "prepare_store"),
                                self._keys(plan.evicted, "eviction-choice", "prepare_store"),
                                read_int(plan.epoch, "epochs", "epoch"),
                                read_int(plan.ticket, "tickets", "ticket"))
@@ -204,10 +207,17 @@ def _contents(container: object) -> object:
     return container if items is None else items
 
 
-def _slots(slots: object) -> tuple[int, ...]:
+def _slots(slots: object, keys: int, op: str) -> tuple[int, ...]:
+    """A plan's slots, one per key: a plan with more or fewer is refused before any slot
+    is read (a hostile plan of millions of slots costs one length check, not a read of
+    each)."""
     values = _items(slots)
     if values is None:
-        raise Untranslatable("slots", f"slots {slots!r} are not a sequence of ints")
+        raise Untranslatable("slots", f"slots {show(slots)} are not a sequence of ints")
+    if len(values) != keys:
+        raise Untranslatable("slots", f"{op} returned {len(values):,} slots for {keys:,} "
+                                      f"key{'' if keys == 1 else 's'} (a plan holds one slot "
+                                      f"per key): {show(values)}")
     return tuple(read_int(slot, "slots", "slot") for slot in values)
 
 
