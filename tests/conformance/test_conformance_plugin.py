@@ -60,7 +60,7 @@ def test_the_plugins_capacity_help_states_the_configs_bounds() -> None:
     from kvoffload.conformance.config import DEFAULT_CAPACITY, MAX_CAPACITY, SMALL_TIERS
 
     options = _Options()
-    pytest_plugin.pytest_addoption(options)  # type: ignore[arg-type]
+    pytest_plugin.pytest_addoption(options)  # type: ignore[arg-type]  # a stand-in for pytest's parser
     assert options.help["--kvoffload-capacity"] == (
         f"the largest tier in slots (default {DEFAULT_CAPACITY}, at most {MAX_CAPACITY}; "
         f"nine examples in ten draw 1..{SMALL_TIERS} slots, the tenth {SMALL_TIERS + 1}..N)")

@@ -38,7 +38,7 @@ def ready(capacity: int, *keys: str, policy: str = "lru") -> OffloadManager:
 @pytest.mark.parametrize("capacity", [0, -3, 1.5, True, "4"])
 def test_capacity_must_be_a_positive_int(capacity: object) -> None:
     with pytest.raises(BadCapacity, match="at least one"):
-        OffloadManager(capacity)  # type: ignore[arg-type]
+        OffloadManager(capacity)  # type: ignore[arg-type]  # the wrong type is the test
 
 
 @pytest.mark.parametrize(("given", "policy"), [("lru", Policy.LRU), ("arc", Policy.ARC),
@@ -51,7 +51,7 @@ def test_policy_by_name_or_enum(given: str | Policy, policy: Policy) -> None:
 @pytest.mark.parametrize("policy", ["fifo", "LRU ", 3])
 def test_unknown_policy_is_a_misuse_error(policy: object) -> None:
     with pytest.raises(UnknownPolicy) as raised:
-        OffloadManager(2, policy=policy)  # type: ignore[arg-type]
+        OffloadManager(2, policy=policy)  # type: ignore[arg-type]  # the wrong type is the test
     assert isinstance(raised.value, MisuseError)
     assert raised.value.code == "unknown-policy"
 

@@ -117,7 +117,7 @@ def test_hooks_and_defaults() -> None:
 
 def test_without_vllm_the_stand_ins_are_used() -> None:
     try:
-        import vllm  # noqa: F401
+        import vllm  # noqa: F401  # imported only to learn whether vLLM is there
     except ImportError:
         assert VllmFacade(1).types == VllmTypes.stand_ins()
     else:  # pragma: no cover - only where vLLM is installed

@@ -37,7 +37,7 @@ def test_stand_in_block_ids() -> None:
 def test_no_vllm_here_means_no_vllm_types() -> None:
     pytest.importorskip("kvoffload.impl")  # keeps the intent plain: vLLM is not installed
     try:
-        import vllm  # noqa: F401
+        import vllm  # noqa: F401  # imported only to learn whether vLLM is there
     except ImportError:
         assert VllmTypes.from_vllm() is None
     else:  # pragma: no cover - only where vLLM is installed

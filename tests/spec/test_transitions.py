@@ -175,13 +175,13 @@ def test_one_ticket_names_the_whole_plan() -> None:
 def test_touch_reorders_lru_first_key_most_recent() -> None:
     state = ready(3, "a", "b", "c")
     state, _ = touch(state, ["b", "a", "zzz"])
-    assert state.recency.order == ("c", "a", "b")  # type: ignore[union-attr]
+    assert state.recency.order == ("c", "a", "b")  # type: ignore[union-attr]  # an LRU state's recency
 
 
 def test_touch_of_pinned_block_does_not_queue_it() -> None:
     state, _ = prepare_load(ready(2, "a", "b"), ["a"])
     state, _ = touch(state, ["a"])
-    assert state.recency.order == ("b",)  # type: ignore[union-attr]
+    assert state.recency.order == ("b",)  # type: ignore[union-attr]  # an LRU state's recency
     check_invariants(state)
 
 

@@ -341,10 +341,10 @@ class VllmRelease:
         """The CPU manager class: ``CPUOffloadingManager`` (0.20 on), or 0.18's
         ``LRUOffloadingManager`` / ``ARCOffloadingManager`` (one class per policy)."""
         if self.has("vllm.v1.kv_offload.cpu.manager"):
-            return self.module("vllm.v1.kv_offload.cpu.manager").CPUOffloadingManager  # type: ignore[no-any-return]
+            return self.module("vllm.v1.kv_offload.cpu.manager").CPUOffloadingManager  # type: ignore[no-any-return]  # a class of the loaded wheel
         if policy == "arc":
-            return self.module("vllm.v1.kv_offload.arc_manager").ARCOffloadingManager  # type: ignore[no-any-return]
-        return self.module("vllm.v1.kv_offload.lru_manager").LRUOffloadingManager  # type: ignore[no-any-return]
+            return self.module("vllm.v1.kv_offload.arc_manager").ARCOffloadingManager  # type: ignore[no-any-return]  # a class of the loaded wheel
+        return self.module("vllm.v1.kv_offload.lru_manager").LRUOffloadingManager  # type: ignore[no-any-return]  # a class of the loaded wheel
 
 
 def load_release(version: str, *, download: bool = True) -> VllmRelease:

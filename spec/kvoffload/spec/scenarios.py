@@ -33,7 +33,7 @@ class Scenario:
 
 
 def _s(op: Op, *keys: object, expect: Output | type[MisuseError] = None, **kw: object) -> Step:
-    return Step(Call(op, tuple(keys), **kw), expect)  # type: ignore[arg-type]
+    return Step(Call(op, tuple(keys), **kw), expect)  # type: ignore[arg-type]  # keys and options as written in a scenario; Call checks them
 
 
 L, PL, CL, T = Op.LOOKUP, Op.PREPARE_LOAD, Op.COMPLETE_LOAD, Op.TOUCH

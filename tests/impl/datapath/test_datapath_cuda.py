@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
 
-def cuda_engine(slots: int = 8, blocks: int = 16, **options: object):  # type: ignore[no-untyped-def]
+def cuda_engine(slots: int = 8, blocks: int = 16, **options: object):  # type: ignore[no-untyped-def]  # CudaEngine is imported inside (CUDA only)
     from kvoffload.impl.datapath.cuda import CudaEngine
 
     device = torch.randn((blocks, *LAYOUT.shape), device="cuda").to(LAYOUT.dtype)

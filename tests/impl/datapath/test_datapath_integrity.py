@@ -130,7 +130,7 @@ class _ForgetfulManager(OffloadManager):
 
     def reset_cache(self) -> int:
         epoch = super().reset_cache()
-        self.__init__(self.capacity, self.policy)  # type: ignore[misc]
+        self.__init__(self.capacity, self.policy)  # type: ignore[misc]  # the bug under test: a reset that forgets its slots
         self._epoch = epoch
         return epoch
 

@@ -19,7 +19,7 @@ def test_layout_shape_and_bytes() -> None:
 @pytest.mark.parametrize("bad", [0, -1, True, 2.0])
 def test_layout_rejects_bad_dimensions(bad: object) -> None:
     with pytest.raises(LayoutMismatch):
-        BlockLayout(layers=bad, block_size=1, kv_heads=1, head_dim=1)  # type: ignore[arg-type]
+        BlockLayout(layers=bad, block_size=1, kv_heads=1, head_dim=1)  # type: ignore[arg-type]  # the wrong type is the test
 
 
 @pytest.mark.parametrize(("nbytes", "dtype"), [(8, torch.int64), (24, torch.int64),
@@ -69,7 +69,7 @@ def test_cpu_only_torch_refuses_a_pinned_pool() -> None:
 @pytest.mark.parametrize("bad", [0, -3, True, 1.0])
 def test_pool_needs_a_positive_int_number_of_blocks(bad: object) -> None:
     with pytest.raises(BadCapacity):
-        HostBlockPool(bad, BlockLayout(1, 1, 1, 8))  # type: ignore[arg-type]
+        HostBlockPool(bad, BlockLayout(1, 1, 1, 8))  # type: ignore[arg-type]  # the wrong type is the test
 
 
 def test_layout_check_names_what_is_wrong() -> None:

@@ -50,7 +50,7 @@ def test_store_then_load_returns_the_bytes() -> None:
     assert (ticket.keys, ticket.device_blocks, ticket.evicted) == (("a", "b"), (3, 5), ())
     assert tier.lookup("a") is PENDING
     assert tier.poll() == []
-    engine_of(tier).complete(ticket.job_id)  # type: ignore[arg-type]
+    engine_of(tier).complete(ticket.job_id)  # type: ignore[arg-type]  # job_id is None only when every key was present; not here
     assert tier.lookup("a") is PENDING  # the copy ended, but nobody polled yet
     (done,) = tier.poll()
     assert done.success
@@ -84,7 +84,7 @@ def test_loading_a_key_whose_store_is_in_flight_is_refused_and_changes_nothing()
 def test_a_failed_store_is_absent_and_its_bytes_never_readable() -> None:
     tier = deterministic_tier(2)
     ticket = stored(tier, ["a"], [1])
-    engine_of(tier).fail(ticket.job_id)  # type: ignore[arg-type]
+    engine_of(tier).fail(ticket.job_id)  # type: ignore[arg-type]  # job_id is None only when every key was present; not here
     (done,) = tier.poll()
     assert not done.success
     assert done.error == "failed by the test"
@@ -98,7 +98,7 @@ def test_a_failed_load_unpins_and_says_so() -> None:
     tier = deterministic_tier(2)
     engine = engine_of(tier)
     ticket = stored(tier, ["a"], [1])
-    engine.complete(ticket.job_id)  # type: ignore[arg-type]
+    engine.complete(ticket.job_id)  # type: ignore[arg-type]  # job_id is None only when every key was present; not here
     tier.poll()
     load = tier.load(["a"], [7])
     engine.fail(load.job_id)
@@ -138,7 +138,7 @@ def test_a_repeated_key_is_stored_from_its_first_device_block() -> None:
 def test_a_key_loaded_twice_is_copied_into_both_blocks_with_one_reader() -> None:
     tier = deterministic_tier(2)
     engine = engine_of(tier)
-    engine.complete(stored(tier, ["a"], [4]).job_id)  # type: ignore[arg-type]
+    engine.complete(stored(tier, ["a"], [4]).job_id)  # type: ignore[arg-type]  # job_id is None only when every key was present; not here
     tier.poll()
     load = tier.load(["a", "a"], [8, 9])
     assert tier.manager.view().readers == (("a", 1),)
@@ -153,12 +153,12 @@ def test_a_key_loaded_twice_is_copied_into_both_blocks_with_one_reader() -> None
 def test_eviction_makes_room_and_the_new_block_gets_its_own_bytes() -> None:
     tier = deterministic_tier(1)
     engine = engine_of(tier)
-    engine.complete(stored(tier, ["a"], [1]).job_id)  # type: ignore[arg-type]
+    engine.complete(stored(tier, ["a"], [1]).job_id)  # type: ignore[arg-type]  # job_id is None only when every key was present; not here
     tier.poll()
     ticket = stored(tier, ["b"], [2])
     assert ticket.evicted == ("a",)
     assert tier.lookup("a") is MISS
-    engine.complete(ticket.job_id)  # type: ignore[arg-type]
+    engine.complete(ticket.job_id)  # type: ignore[arg-type]  # job_id is None only when every key was present; not here
     tier.poll()
     load = tier.load(["b"], [3])
     engine.complete(load.job_id)
@@ -170,7 +170,7 @@ def test_eviction_makes_room_and_the_new_block_gets_its_own_bytes() -> None:
 def test_a_pinned_block_is_not_evicted_under_a_running_load() -> None:
     tier = deterministic_tier(1)
     engine = engine_of(tier)
-    engine.complete(stored(tier, ["a"], [1]).job_id)  # type: ignore[arg-type]
+    engine.complete(stored(tier, ["a"], [1]).job_id)  # type: ignore[arg-type]  # job_id is None only when every key was present; not here
     tier.poll()
     tier.load(["a"], [5])
     assert tier.store(["b"], [2]) == StoreRejected(needed=1, available=0)
@@ -184,7 +184,7 @@ def test_reset_holds_the_slot_of_a_running_store_until_it_ends() -> None:
     assert tier.lookup("a") is MISS
     # the only slot is still being written by the old copy: nothing to hand out
     assert tier.store(["b"], [2]) == StoreRejected(needed=1, available=0)
-    engine.complete(old.job_id)  # type: ignore[arg-type]
+    engine.complete(old.job_id)  # type: ignore[arg-type]  # job_id is None only when every key was present; not here
     (done,) = tier.poll()
     assert done.completion == Completion(released=("a",))  # stale: frees the slot only
     assert tier.lookup("a") is MISS
@@ -196,7 +196,7 @@ def test_reset_holds_the_slot_of_a_running_store_until_it_ends() -> None:
 def test_reset_holds_the_slot_of_a_running_load_and_the_load_gets_its_bytes() -> None:
     tier = deterministic_tier(1)
     engine = engine_of(tier)
-    engine.complete(stored(tier, ["a"], [1]).job_id)  # type: ignore[arg-type]
+    engine.complete(stored(tier, ["a"], [1]).job_id)  # type: ignore[arg-type]  # job_id is None only when every key was present; not here
     tier.poll()
     load = tier.load(["a"], [6])
     tier.reset()
@@ -216,11 +216,11 @@ def test_a_key_stored_again_after_reset_is_not_completed_by_the_old_job() -> Non
     old = stored(tier, ["a"], [1])
     tier.reset()
     new = stored(tier, ["a"], [2])
-    engine.complete(old.job_id)  # type: ignore[arg-type]
+    engine.complete(old.job_id)  # type: ignore[arg-type]  # job_id is None only when every key was present; not here
     (done,) = tier.poll()
     assert done.completion == Completion(released=("a",))
     assert tier.lookup("a") is PENDING  # still the new store's, which has not ended
-    engine.complete(new.job_id)  # type: ignore[arg-type]
+    engine.complete(new.job_id)  # type: ignore[arg-type]  # job_id is None only when every key was present; not here
     tier.poll()
     assert tier.lookup("a") is HIT
     load = tier.load(["a"], [9])
@@ -237,7 +237,7 @@ def test_completions_name_the_plan_ticket_so_a_late_report_finishes_nothing() ->
     tier = deterministic_tier(1)
     engine = engine_of(tier)
     first = stored(tier, ["a"], [1])
-    engine.fail(first.job_id)  # type: ignore[arg-type]
+    engine.fail(first.job_id)  # type: ignore[arg-type]  # job_id is None only when every key was present; not here
     tier.poll()
     again = stored(tier, ["a"], [2])
     assert again.slots == first.slots
@@ -246,7 +246,7 @@ def test_completions_name_the_plan_ticket_so_a_late_report_finishes_nothing() ->
     assert late == Completion(ignored=("a",))
     assert tier.lookup("a") is PENDING
     assert isinstance(tier.store(["b"], [3]), StoreRejected)  # slot 0 is still being written
-    engine.complete(again.job_id)  # type: ignore[arg-type]
+    engine.complete(again.job_id)  # type: ignore[arg-type]  # job_id is None only when every key was present; not here
     (done,) = tier.poll()
     assert done.completion == Completion(applied=("a",))
     assert tier.lookup("a") is HIT
@@ -258,7 +258,7 @@ def test_bad_calls_are_refused_before_the_manager_is_asked() -> None:
         tier.store(["a", "b"], [1])
     with pytest.raises(BadBlockIds):
         tier.store(["a"], [8])
-    engine_of(tier).complete(stored(tier, ["a"], [1]).job_id)  # type: ignore[arg-type]
+    engine_of(tier).complete(stored(tier, ["a"], [1]).job_id)  # type: ignore[arg-type]  # job_id is None only when every key was present; not here
     tier.poll()
     with pytest.raises(BadBlockIds):
         tier.load(["a", "a"], [3, 3])  # one device block written twice
@@ -278,7 +278,7 @@ def test_a_slot_the_engine_finds_busy_is_a_manager_bug_and_the_plan_is_undone() 
 
         def reset_cache(self) -> int:
             epoch = super().reset_cache()
-            self.__init__(self.capacity, self.policy)  # type: ignore[misc]
+            self.__init__(self.capacity, self.policy)  # type: ignore[misc]  # the bug under test: a reset that forgets its slots
             self._epoch = epoch
             return epoch
 
@@ -349,7 +349,7 @@ def test_a_threaded_store_held_in_flight_reads_pending() -> None:
 
 def test_a_closed_tier_refuses_copies_before_the_manager_is_asked() -> None:
     tier = deterministic_tier(1)
-    engine_of(tier).complete(stored(tier, ["a"], [1]).job_id)  # type: ignore[arg-type]
+    engine_of(tier).complete(stored(tier, ["a"], [1]).job_id)  # type: ignore[arg-type]  # job_id is None only when every key was present; not here
     tier.poll()
     tier.close()
     before = tier.manager.view()
