@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-import pytest
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
+from inprocess_suite import SUITE
+
+assert SUITE  # imported before any in-process run (see inprocess_suite)
 pytest_plugins = ["pytester"]
 
 
 def test_targets_become_items_that_pass_or_fail(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "--kvoffload-target=kvoffload.impl:OffloadManager",
         "--kvoffload-target=kvoffload.conformance.mutants:LookupPendingAsMiss",
         "--kvoffload-max-examples=20", "--kvoffload-steps=50", "--kvoffload-seed=3",
@@ -22,12 +28,12 @@ def test_targets_become_items_that_pass_or_fail(pytester: pytest.Pytester) -> No
 
 def test_without_a_target_the_plugin_adds_nothing(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_nothing():\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
 
 
 def test_configuration_options_reach_the_check(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "--kvoffload-target=kvoffload.conformance.mutants:TouchIgnored",
         "--kvoffload-level=exact", "--kvoffload-max-examples=40", "--kvoffload-seed=3",
         "--kvoffload-assume=unique-keys", "-p", "no:cacheprovider")
@@ -64,3 +70,14 @@ def test_the_plugins_capacity_help_states_the_configs_bounds() -> None:
     assert options.help["--kvoffload-capacity"] == (
         f"the largest tier in slots (default {DEFAULT_CAPACITY}, at most {MAX_CAPACITY}; "
         f"nine examples in ten draw 1..{SMALL_TIERS} slots, the tenth {SMALL_TIERS + 1}..N)")
+
+
+def test_without_a_target_a_session_imports_nothing_of_the_suite(tmp_path: Path) -> None:
+    """Regression (issue 21): the merger's end-of-session hook imported the report
+    module, and with it Hypothesis's engine and the whole suite, in every pytest run."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    code = ("import sys, pytest; pytest.main(['--co', '-q', '-p', 'no:cacheprovider']); "
+            "print(sorted(m for m in sys.modules if m.startswith('kvoffload.conformance.')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    assert out.strip().splitlines()[-1] == "['kvoffload.conformance.pytest_plugin']"

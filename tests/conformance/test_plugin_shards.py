@@ -1,5 +1,6 @@
 """The pytest plugin's conventions (issue 11): --hypothesis-seed, reproducers naming
-the target by an absolute path, ids that --lf reruns, shards merged per target."""
+the target by an absolute path, shards merged per target, bad options as pytest's usage
+error (ids that --lf reruns: test_plugin_items.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from inprocess_suite import SUITE
 
+assert SUITE  # imported before any in-process run (see inprocess_suite)
 pytest_plugins = ["pytester"]
 
 MUTANT = "kvoffload.conformance.mutants:LookupPendingAsMiss"
@@ -17,7 +20,7 @@ BUDGET = ["--kvoffload-max-examples=12", "--kvoffload-steps=40", "--kvoffload-no
 
 
 def test_hypothesis_seed_is_honoured(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         f"--kvoffload-target={REFERENCE}", "--hypothesis-seed=4242", *BUDGET,
         "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
@@ -28,20 +31,11 @@ def test_hypothesis_seed_is_honoured(pytester: pytest.Pytester) -> None:
 def test_reproducers_name_a_file_target_by_its_absolute_path(pytester: pytest.Pytester) -> None:
     (pytester.path / "mine.py").write_text(
         "from kvoffload.conformance.mutants import LookupPendingAsMiss as Manager\n")
-    result = pytester.runpytest_subprocess("--kvoffload-target=mine.py:Manager", *BUDGET,
+    result = pytester.runpytest("--kvoffload-target=mine.py:Manager", *BUDGET,
                                            "--kvoffload-seed=3", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     reproducer = next(pytester.path.glob("kvoffload-report/*/reproduce_lookup.py"))
     assert f"TARGET = '{pytester.path / 'mine.py'}:Manager'" in reproducer.read_text()
-
-
-def test_last_failed_reruns_only_the_failed_target(pytester: pytest.Pytester) -> None:
-    args = (f"--kvoffload-target={REFERENCE}", f"--kvoffload-target={MUTANT}", *BUDGET,
-            "--kvoffload-seed=3")
-    pytester.runpytest_subprocess(*args).assert_outcomes(passed=1, failed=1)
-    again = pytester.runpytest_subprocess(*args, "--lf")
-    again.assert_outcomes(failed=1, deselected=1)
-    again.stdout.fnmatch_lines([f"*kvoffload[[]{MUTANT}[]]*"])
 
 
 def test_shards_split_the_budget_with_disjoint_seeds_and_merge_per_target(
@@ -51,7 +45,8 @@ def test_shards_split_the_budget_with_disjoint_seeds_and_merge_per_target(
     result = pytester.runpytest_subprocess(
         f"--kvoffload-target={REFERENCE}", f"--kvoffload-target={MUTANT}",
         "--kvoffload-shards=2", "--kvoffload-seed=10", *BUDGET,
-        "--kvoffload-junit=junit.xml", "-n", "2", "-p", "no:cacheprovider")
+        "--kvoffload-junit=junit.xml", "-n", "2", "--dist", "loadscope",
+        "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines([f"*kvoffload[[]{MUTANT}#shard2of2[]]*"])
     merged = {}
@@ -74,17 +69,18 @@ def test_shards_split_the_budget_with_disjoint_seeds_and_merge_per_target(
 
 
 def test_more_shards_than_examples_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         f"--kvoffload-target={REFERENCE}", "--kvoffload-shards=3",
         "--kvoffload-max-examples=2", "-p", "no:cacheprovider")
-    result.assert_outcomes(failed=3)
-    result.stdout.fnmatch_lines(["*every shard needs one*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--kvoffload-shards 3 is more than --kvoffload-max-examples"
+                                 " 2: every shard needs one*"])
 
 
 def test_bad_plugin_options_name_the_plugins_spelling(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         f"--kvoffload-target={REFERENCE}", "--kvoffload-profile=bogus", "-p",
         "no:cacheprovider")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*--kvoffload-profile must be one of strict, safe*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # before any item runs
+    result.stderr.fnmatch_lines(["*--kvoffload-profile must be one of strict, safe*"])
     assert not list(Path(pytester.path).glob("kvoffload-report/*/report.json"))

@@ -12,8 +12,15 @@ on every core (or host). The controlling process (the only one without xdist) ga
 every item's outcome and, at the end of the session, writes one merged report.json per
 sharded target and, with ``--kvoffload-junit``, one JUnit case per target.
 
-Item ids are ``kvoffload[TARGET]`` (``kvoffload[TARGET#shard2of4]`` when sharded): stable
-across runs, so ``pytest --lf`` reruns only what failed.
+Items are ordinary pytest items, made by a collector (:class:`TargetFile`) during
+collection. Their node ids are rooted at the file that names the target:
+``pyproject.toml::kvoffload[TARGET]`` for a target named on the command line (or in
+addopts, or in the ``kvoffload_targets`` ini key) under that ini file (the root
+directory's conftest.py, or the name ``kvoffload-targets`` when the run has neither),
+``tests/conftest.py::kvoffload[TARGET]`` for one a conftest names in its
+``kvoffload_targets`` list; ``kvoffload[TARGET#shard2of4]`` when sharded. They are stable
+across runs, so ``--co``, ``-k``, selection by node id, ``--lf``, ``--ff``, ``--sw`` and
+xdist's ``--dist`` modes treat them as any other test.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +36,8 @@ import pytest
 
 _OPTIONS = ("adapter", "profile", "policy", "level", "assume", "capacity", "max_examples",
             "steps", "seed", "call_timeout")
+_OPTIONS_KEY = pytest.StashKey[dict[str, Any]]()
+_ANCHOR_KEY = pytest.StashKey[Path]()
 _RECORD = "kvoffload"
 """The user property each item leaves for the controlling process (a JSON string)."""
 MERGED_SCHEMA = "kvoffload-conformance-shards/1"
@@ -69,6 +78,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "REPORT_DIR/hypothesis-db)")
     group.addoption("--kvoffload-junit", default=None, metavar="PATH",
                     help="JUnit XML with one case per target (shards merged)")
+    parser.addini("kvoffload_targets", type="linelist", default=[],
+                  help="targets to check, one a line (as --kvoffload-target)")
 
 
 class ConformanceFailure(Exception):
@@ -115,22 +126,7 @@ class ConformanceItem(pytest.Item):
             raise KeyboardInterrupt
 
     def _config(self) -> Any:
-        from dataclasses import replace
-
-        from .config import CheckConfig
-        from .errors import UsageError
-
-        o = self.options
-        config = CheckConfig.from_options(
-            **{name: o[name] for name in _OPTIONS if name != "seed"},
-            database=None if o["no_database"] else Path(o["report_dir"]) / "hypothesis-db",
-            stop_at_first=o["stop_at_first"], spelling="--kvoffload-")
-        total = config.max_examples
-        if self.shards > total:
-            raise UsageError(f"--kvoffload-shards {self.shards} is more than "
-                             f"--kvoffload-max-examples {total}: every shard needs one")
-        share = total // self.shards + (1 if self.shard < total % self.shards else 0)
-        return replace(config, max_examples=share, seed=shard_seed(o["seed"], self.shard))
+        return check_config(self.options, self.shard, self.shards)
 
     def _record(self, record: dict[str, Any], report: Path | None) -> None:
         record.update(target=self.target, shard=self.shard + 1, shards=self.shards,
@@ -145,6 +141,27 @@ class ConformanceItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return Path("kvoffload"), None, f"kvoffload conformance: {self.name}"
+
+
+def check_config(options: dict[str, Any], shard: int, shards: int) -> Any:
+    """Shard ``shard``'s CheckConfig, parsed by the same ``CheckConfig.from_options`` as
+    the command line's (a bad value raises its UsageError, spelled ``--kvoffload-``)."""
+    from dataclasses import replace
+
+    from .config import CheckConfig
+    from .errors import UsageError
+
+    config = CheckConfig.from_options(
+        **{name: options[name] for name in _OPTIONS if name != "seed"},
+        database=None if options["no_database"] else (
+            Path(options["report_dir"]) / "hypothesis-db"),
+        stop_at_first=options["stop_at_first"], spelling="--kvoffload-")
+    total = config.max_examples
+    if shards > total:
+        raise UsageError(f"--kvoffload-shards {shards} is more than "
+                         f"--kvoffload-max-examples {total}: every shard needs one")
+    share = total // shards + (1 if shard < total % shards else 0)
+    return replace(config, max_examples=share, seed=shard_seed(options["seed"], shard))
 
 
 def shard_seed(base: int | None, shard: int) -> int | None:
@@ -210,31 +227,132 @@ def _shard_count(config: pytest.Config) -> int:
     return int(text)
 
 
-def _items(session: pytest.Session) -> Iterator[ConformanceItem]:
-    config = session.config
-    options: dict[str, Any] = {
-        name: config.getoption(f"--kvoffload-{name.replace('_', '-')}")
-        for name in (*_OPTIONS, "report_dir", "no_database", "stop_at_first")}
-    options["seed"] = _base_seed(config)
-    shards = _shard_count(config)
-    if options["seed"] is None and shards > 1:
-        options["seed"] = random.SystemRandom().randrange(2**32)
-    for target in config.getoption("--kvoffload-target"):
-        for shard in range(shards):
-            name = f"kvoffload[{target}]" if shards == 1 else (
-                f"kvoffload[{target}#shard{shard + 1}of{shards}]")
-            yield ConformanceItem.from_parent(session, name=name, target=target,
-                                              options=options, shard=shard, shards=shards)
+def _session_options(config: pytest.Config) -> dict[str, Any]:
+    """The --kvoffload-* options every item of the session shares (read once)."""
+    options: dict[str, Any] | None = config.stash.get(_OPTIONS_KEY, None)
+    if options is None:
+        options = {name: config.getoption(f"--kvoffload-{name.replace('_', '-')}")
+                   for name in (*_OPTIONS, "report_dir", "no_database", "stop_at_first")}
+        options["seed"] = _base_seed(config)
+        options["shards"] = _shard_count(config)
+        if options["seed"] is None and options["shards"] > 1:
+            options["seed"] = random.SystemRandom().randrange(2**32)
+        config.stash[_OPTIONS_KEY] = options
+    return options
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
-                                  items: list[pytest.Item]) -> None:
-    if config.getoption("--kvoffload-target"):
-        items.extend(_items(session))
+def _validate(config: pytest.Config) -> dict[str, Any]:
+    """The session's options, checked once: a bad value is pytest's usage error (exit 4)
+    before any item runs, with the message the command line gives (spelled
+    ``--kvoffload-``)."""
+    from .errors import UsageError
+
+    options = _session_options(config)
+    try:
+        check_config(options, 0, int(options["shards"]))
+    except UsageError as error:
+        raise pytest.UsageError(str(error)) from error
+    return options
+
+
+class TargetFile(pytest.File):
+    """The targets one file names: the ini file (for ``--kvoffload-target`` and the
+    ``kvoffload_targets`` ini key) or a ``conftest.py`` (its ``kvoffload_targets``
+    list). Its items' node ids are rooted there: ``pyproject.toml::kvoffload[TARGET]``."""
+
+    def __init__(self, *, targets: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.targets = targets
+
+    def collect(self) -> Iterator[ConformanceItem]:
+        options = _validate(self.config)
+        shards = int(options["shards"])
+        for target in self.targets:
+            for shard in range(shards):
+                name = f"kvoffload[{target}]" if shards == 1 else (
+                    f"kvoffload[{target}#shard{shard + 1}of{shards}]")
+                yield ConformanceItem.from_parent(self, name=name, target=target,
+                                                  options=options, shard=shard,
+                                                  shards=shards)
+
+
+def _named_targets(config: pytest.Config) -> tuple[str, ...]:
+    """The targets the command line (addopts included) and the ini file name."""
+    given = [*config.getoption("--kvoffload-target"), *config.getini("kvoffload_targets")]
+    return tuple(dict.fromkeys(str(target).strip() for target in given if str(target).strip()))
+
+
+VIRTUAL_ANCHOR = "kvoffload-targets"
+"""Where the named targets' items are rooted when the run has neither an ini file nor
+a root conftest.py: a name under the root directory that is no file (so such an item
+cannot be picked by its node id; -k, --lf, --ff and --sw still work)."""
+
+
+def _anchor(config: pytest.Config) -> Path:
+    """The file the named targets' items are rooted at: the ini file, else the root
+    directory's conftest.py, else :data:`VIRTUAL_ANCHOR`."""
+    anchor: Path | None = config.stash.get(_ANCHOR_KEY, None)
+    if anchor is None:
+        if config.inipath is not None:
+            anchor = config.inipath
+        elif (config.rootpath / "conftest.py").is_file():
+            anchor = config.rootpath / "conftest.py"
+        else:
+            anchor = config.rootpath / VIRTUAL_ANCHOR
+        config.stash[_ANCHOR_KEY] = anchor
+    return anchor
+
+
+def _conftest_targets(config: pytest.Config, path: Path) -> tuple[str, ...]:
+    """A conftest.py's ``kvoffload_targets`` (a list of TARGET strings)."""
+    module = config.pluginmanager.get_plugin(str(path))
+    value = getattr(module, "kvoffload_targets", None)
+    if value is None:
+        return ()
+    if isinstance(value, str) or not all(isinstance(target, str) for target in value):
+        raise pytest.UsageError(f"{path}: kvoffload_targets must be a list of TARGET "
+                                f"strings (module:attr, path.py:attr or vllm==X); got {value!r}")
+    return tuple(dict.fromkeys(value))
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> TargetFile | None:
+    config = parent.config
+    targets: tuple[str, ...] = ()
+    if file_path.name == "conftest.py":
+        targets = _conftest_targets(config, file_path)
+    named = _named_targets(config)
+    if named and file_path == _anchor(config) and parent.session.isinitpath(file_path):
+        # Named on the command line (pytest pyproject.toml::kvoffload[T]): collected here.
+        targets = (*named, *(t for t in targets if t not in named))
+    if not targets:
+        return None
+    return TargetFile.from_parent(parent, path=file_path, targets=targets)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """The ini file is rarely among the paths pytest collects (testpaths): the session
+    collects its TargetFile itself, unless the run names the ini file or picks
+    particular tests (``path::name``) elsewhere."""
+    report = yield
+    if isinstance(collector, pytest.Session) and report.passed:
+        config = collector.config
+        named = _named_targets(config)
+        if named:
+            anchor = _anchor(config)
+            picked = any("::" in str(arg) for arg in config.args)
+            if not collector.isinitpath(anchor) and not picked:
+                report.result.append(
+                    TargetFile.from_parent(collector, path=anchor, targets=named))
+    return report
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("--kvoffload-target") and not hasattr(config, "workerinput"):
+    if _named_targets(config):
+        _validate(config)
+    if not hasattr(config, "workerinput"):
         config.pluginmanager.register(Merger(config), "kvoffload-merger")
 
 
@@ -254,6 +372,8 @@ class Merger:
                 self.records.setdefault(record["target"], []).append(record)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if not self.records and not self.config.getoption("--kvoffload-junit"):
+            return  # no target ran: import nothing (this runs in every pytest session)
         from .report import junit_xml
 
         report_dir = Path(self.config.getoption("--kvoffload-report-dir"))

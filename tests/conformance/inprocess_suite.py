@@ -1,0 +1,17 @@
+"""Imported by the plugin's tests before pytester's in-process runs: pytester snapshots
+``sys.modules`` around each run and drops what the run imported, so a suite module the
+first run imported would be imported afresh by the next, and two copies of the suite's
+enums would meet (a KeyError on ``Op.TAKE_EVENTS``). Imported once here, they stay.
+
+In-process runs cost a fraction of a subprocess's start-up (pytest, its plugins and
+Hypothesis: about 2 s of CPU each on 2 busy cores); only runs that need processes of
+their own (xdist) start one."""
+
+from __future__ import annotations
+
+import kvoffload.conformance.report
+import kvoffload.conformance.runner
+import kvoffload.conformance.targets
+
+SUITE = (kvoffload.conformance.report, kvoffload.conformance.runner,
+         kvoffload.conformance.targets)

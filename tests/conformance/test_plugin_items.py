@@ -1,0 +1,122 @@
+"""The plugin's items are ordinary pytest items (issue 21): a real node id rooted at
+the file that names the target, made by a collector during collection, so that --co,
+-k, selection by node id, --lf, --ff, --sw and xdist's --dist modes behave as with any
+plugin. .ci/run runs this module under the newest and the oldest pytest the project
+claims."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from inprocess_suite import SUITE
+
+assert SUITE  # imported before any in-process run (see inprocess_suite)
+pytest_plugins = ["pytester"]
+
+MUTANT = "kvoffload.conformance.mutants:LookupPendingAsMiss"
+REFERENCE = "kvoffload.impl:OffloadManager"
+BUDGET = ("--kvoffload-max-examples=12", "--kvoffload-steps=40", "--kvoffload-no-database",
+          "--kvoffload-seed=3")
+TWO = (f"--kvoffload-target={REFERENCE}", f"--kvoffload-target={MUTANT}", *BUDGET)
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project with an ini file and one ordinary test beside the targets."""
+    pytester.makefile(".ini", pytest="[pytest]\n")
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    return pytester
+
+
+def test_collect_only_lists_each_target_under_the_ini_file(project: pytest.Pytester) -> None:
+    result = project.runpytest("--co", "-q", *TWO, "-p", "no:cacheprovider")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["test_plain.py::test_plain",
+                                 _glob(f"pytest.ini::kvoffload[{REFERENCE}]"),
+                                 _glob(f"pytest.ini::kvoffload[{MUTANT}]"),
+                                 "3 tests collected*"])
+
+
+def test_an_item_is_selected_by_its_node_id(project: pytest.Pytester) -> None:
+    node = f"pytest.ini::kvoffload[{MUTANT}]"
+    result = project.runpytest(node, *TWO, "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"FAILED {_glob(node)}*"])
+
+
+def test_k_selects_by_the_targets_name(project: pytest.Pytester) -> None:
+    result = project.runpytest("--co", "-q", "-k", "OffloadManager", *TWO,
+                                          "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines([_glob(f"pytest.ini::kvoffload[{REFERENCE}]"),
+                                 "1/3 tests collected (2 deselected)*"])
+
+
+def test_last_failed_reruns_only_the_failed_target(project: pytest.Pytester) -> None:
+    project.runpytest(*TWO).assert_outcomes(passed=2, failed=1)
+    again = project.runpytest(*TWO, "--lf")
+    again.assert_outcomes(failed=1)
+    again.stdout.fnmatch_lines(["*rerun previous 1 failure*",
+                                f"FAILED *::kvoffload[[]{MUTANT}[]]*"])
+
+
+def test_failed_first_runs_the_failed_target_first(project: pytest.Pytester) -> None:
+    project.runpytest(*TWO).assert_outcomes(passed=2, failed=1)
+    again = project.runpytest(*TWO, "--ff", "-v")
+    again.assert_outcomes(passed=2, failed=1)
+    ran = [line for line in again.stdout.lines if line.endswith("]") and "::" in line
+           and ("PASSED" in line or "FAILED" in line)]
+    assert MUTANT in ran[0], ran
+
+
+def test_stepwise_stops_at_the_failed_target_and_resumes_there(
+    project: pytest.Pytester,
+) -> None:
+    first = project.runpytest(*TWO, "--sw")
+    first.assert_outcomes(passed=2, failed=1)
+    again = project.runpytest(*TWO, "--sw", "-v")
+    again.stdout.fnmatch_lines(["*skipping 2 already passed items*"])
+    again.assert_outcomes(failed=1, deselected=2)
+
+
+def test_xdist_loadgroup_runs_every_item(project: pytest.Pytester) -> None:
+    # --dist loadscope: test_plugin_shards.py's shards test runs under it.
+    pytest.importorskip("xdist")
+    result = project.runpytest_subprocess(*TWO, "--kvoffload-shards=2", "-n", "2",
+                                          "--dist", "loadgroup", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3, failed=2)
+
+
+def test_a_conftest_names_targets_and_roots_their_items(pytester: pytest.Pytester) -> None:
+    pytester.mkdir("checks").joinpath("conftest.py").write_text(
+        f"kvoffload_targets = [{MUTANT!r}]\n")
+    result = pytester.runpytest("--co", "-q", *BUDGET, "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines([_glob(f"checks/conftest.py::kvoffload[{MUTANT}]")])
+    run = pytester.runpytest(
+        f"checks/conftest.py::kvoffload[{MUTANT}]", *BUDGET, "-p", "no:cacheprovider")
+    run.assert_outcomes(failed=1)
+
+
+def test_the_ini_key_names_targets(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".ini", pytest=f"[pytest]\nkvoffload_targets =\n    {REFERENCE}\n")
+    result = pytester.runpytest(*BUDGET, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*1 passed*"])
+
+
+def test_without_an_ini_file_the_items_are_still_ordinary(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--co", "-q", *TWO, "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines([_glob(f"kvoffload-targets::kvoffload[{REFERENCE}]")])
+    pytester.runpytest(*TWO).assert_outcomes(passed=1, failed=1)
+    pytester.runpytest(*TWO, "--lf").assert_outcomes(failed=1, deselected=1)
+
+
+def test_picking_other_tests_leaves_the_targets_out(project: pytest.Pytester) -> None:
+    result = project.runpytest("test_plain.py::test_plain", *TWO,
+                                          "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+def _glob(text: str) -> str:
+    """``text`` as an fnmatch pattern (brackets are pattern syntax there)."""
+    return re.sub(r"([\[\]])", r"[\1]", text)
