@@ -35,3 +35,32 @@ def test_every_semantic_decision_is_documented() -> None:
         cited |= set(re.findall(r"\bD(\d+)\b", path.read_text()))
     for number in sorted(cited, key=int):
         assert f"**D{number}." in spec_md, f"D{number} is cited in the spec but not in docs"
+
+
+def test_the_oldest_releases_ci_runs_are_the_claimed_lower_bounds() -> None:
+    """.ci/oldest.txt pins what .ci/run's second environment installs; each pin must be
+    the lower bound pyproject.toml claims, where it claims one."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    claims = [*project["dependencies"], *project["optional-dependencies"]["test"]]
+    bounds: dict[str, set[tuple[int, ...]]] = {}
+    for claim in claims:
+        found = re.fullmatch(r"([A-Za-z0-9_.-]+)>=([0-9.]+)", claim)
+        if found:
+            bounds.setdefault(found.group(1).lower(), set()).add(_release(found.group(2)))
+    pins = re.findall(r"^([A-Za-z0-9_.-]+)==([0-9.]+)$",
+                      (ROOT / ".ci" / "oldest.txt").read_text(), re.M)
+    assert {name.lower() for name, _ in pins} == {"pytest", "hypothesis", "pytest-xdist"}
+    for name, version in pins:
+        assert bounds[name.lower()] == {_release(version)}, (
+            f"{name}: .ci/oldest.txt pins {version}, pyproject.toml claims "
+            f"{sorted(bounds[name.lower()])}")
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``8.0.0`` and ``8.0`` as one release: (8,)."""
+    parts = [int(part) for part in version.split(".")]
+    while parts and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
