@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ LINES = [
 ]
 
 
-def write(path: Path, rows: list[object] | list[str], zipped: bool = False) -> Path:
+def write(path: Path, rows: Sequence[object], zipped: bool = False) -> Path:
     text = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
     if zipped:
         path.write_bytes(gzip.compress(text.encode()))
