@@ -42,6 +42,14 @@ def test_run_capacity_in_tokens_and_infinite(capsys: pytest.CaptureFixture[str])
     assert "ARC" in capsys.readouterr().out
 
 
+def test_spread_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run.json"
+    assert main(["traffic", "run", "conversation", "--spread-ms", "1000", "--json",
+                 str(out), *SMALL]) == 0
+    assert capsys.readouterr().out.startswith("arrivals at one time spread over 1000 ms")
+    assert json.loads(out.read_text())["spread_ms"] == 1000
+
+
 def test_capacity_and_latency_sweeps(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["traffic", "capacity", "synthetic", "--tokens", "1e5", "inf", "--policy",
                  "lru", "--markdown", *SMALL]) == 0

@@ -19,6 +19,7 @@ from kvoffload.conformance.traffic.traces import (
     load,
     read_mooncake,
     resolve,
+    spread,
 )
 
 SHARED = Path(__file__).resolve().parents[4] / "shared" / "data" / "mooncake"
@@ -111,3 +112,14 @@ def test_missing_empty_and_broken_files(tmp_path: Path) -> None:
     broken.write_bytes(whole[:-10])  # cut short: the gzip stream ends early
     with pytest.raises(TraceError, match="cannot read trace"):
         load(str(broken))
+
+
+def test_spread_moves_simultaneous_arrivals_apart_in_order() -> None:
+    requests = [Request(0.0, (1,), 5), Request(0.0, (2,), 5), Request(0.0, (3,), 5),
+                Request(500.0, (4,), 5), Request(500.0, (5,), 5)]
+    moved = spread(requests, 900.0)
+    assert [(r.arrival_ms, r.blocks[0]) for r in moved] == [
+        (0.0, 1), (300.0, 2), (500.0, 4), (600.0, 3), (950.0, 5)]
+    assert spread(requests, 0.0) == requests
+    with pytest.raises(TraceError, match="spread"):
+        spread(requests, -1.0)

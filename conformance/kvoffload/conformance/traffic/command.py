@@ -25,7 +25,15 @@ from .progress import Display
 from .report import comparison, markdown, plain, run_json
 from .simulator import Lookup, Touch, simulate
 from .timing import BANDWIDTH_GBPS, BLOCK_BYTES, Timing, TimingError
-from .traces import BLOCK_TOKENS, BUILTIN, Request, TraceError, distinct_blocks, load
+from .traces import (
+    BLOCK_TOKENS,
+    BUILTIN,
+    Request,
+    TraceError,
+    distinct_blocks,
+    load,
+    spread,
+)
 
 _SUFFIXES = {"k": 1e3, "m": 1e6, "g": 1e9}
 
@@ -90,6 +98,7 @@ def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
     _capacity_options(run, default_tokens=3e6)
     run.add_argument("--policy", choices=("lru", "arc"), default="lru")
     _timing_options(run)
+    _spread_option(run)
     _common_options(run)
     cap = sub.add_parser("capacity", help="hit rate against capacity (zero latency)")
     cap.add_argument("traces", nargs="*", default=list(BUILTIN), help=_TRACE_HELP)
@@ -106,6 +115,7 @@ def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
     lat.add_argument("--ms", nargs="+", type=milliseconds, default=list(sweep.LATENCIES),
                      help="per-block store and load times to sweep, ms")
     lat.add_argument("--block-bytes", type=count, default=BLOCK_BYTES)
+    _spread_option(lat)
     _common_options(lat)
 
 
@@ -132,6 +142,13 @@ def _timing_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--touch", choices=[t.value for t in Touch],
                         help="when a request touches its blocks (default: done for LRU, "
                         "arrival for ARC)")
+
+
+def _spread_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--spread-ms", type=milliseconds, default=0.0,
+                        help="spread the requests that share one arrival time evenly over "
+                        "this many ms after it (the conversation trace's times are to the "
+                        "second; default 0: simultaneous)")
 
 
 def _common_options(parser: argparse.ArgumentParser) -> None:
@@ -165,7 +182,9 @@ def run_traffic_command(args: argparse.Namespace) -> int:
 
 
 def _load(name: str, args: argparse.Namespace) -> list[Request]:
-    return load(name, limit=args.limit)
+    requests = load(name, limit=args.limit)
+    window = getattr(args, "spread_ms", 0.0)
+    return spread(requests, window) if window else requests
 
 
 def _capacity(args: argparse.Namespace, requests: Sequence[Request]) -> int:
@@ -191,7 +210,10 @@ def _run(args: argparse.Namespace, display: Display) -> tuple[str, object]:
                      trace=args.trace,
                      progress=display.task(f"{args.trace} {lookup.value}", len(requests)))
             for lookup in (Lookup.TRI_STATE, Lookup.TWO_STATE)]
-    return comparison(runs[0], runs[1]), {"runs": [run_json(r) for r in runs]}
+    text = comparison(runs[0], runs[1])
+    if args.spread_ms:
+        text = f"arrivals at one time spread over {args.spread_ms:g} ms\n{text}"
+    return text, {"spread_ms": args.spread_ms, "runs": [run_json(r) for r in runs]}
 
 
 def _progress(display: Display, total: int) -> sweep.Progress:
@@ -221,9 +243,9 @@ def _latency_sweep(args: argparse.Namespace, display: Display) -> tuple[str, obj
     rows = sweep.latency_sweep(args.trace, requests, capacity, args.policy, args.ms,
                                args.block_bytes, _progress(display, len(requests)))
     header, body = sweep.latency_table(rows)
-    text = (f"{args.trace}: {len(requests):,} requests; {args.policy.upper()}, "
-            f"{capacity:,} blocks ({capacity * BLOCK_TOKENS:,} tokens); "
-            f"{args.block_bytes:,} bytes/block\n\n"
+    text = (f"{args.trace}: {len(requests):,} requests, arrivals at one time spread over "
+            f"{args.spread_ms:g} ms; {args.policy.upper()}, {capacity:,} blocks "
+            f"({capacity * BLOCK_TOKENS:,} tokens); {args.block_bytes:,} bytes/block\n\n"
             + (markdown if args.markdown else plain)(header, body))
     return text, {"rows": [{"ms": r.ms, "tri": run_json(r.tri), "two": run_json(r.two)}
                            for r in rows]}

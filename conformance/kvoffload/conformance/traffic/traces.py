@@ -155,6 +155,23 @@ def load(name: str, reader: TraceReader = read_mooncake, limit: int | None = Non
     return requests
 
 
+def spread(requests: Sequence[Request], window_ms: float) -> list[Request]:
+    """The requests with each group that shares one arrival time spread evenly over the
+    ``window_ms`` after it, in trace order (the k-th of n at ``k * window_ms / n``), then
+    sorted by the new times (stably). Mooncake's conversation trace gives arrivals to the
+    second (1,180 distinct times for 12,031 requests, up to 28 at one time): read as
+    simultaneous, the requests of one second meet each other's stores in flight.
+    """
+    if window_ms < 0 or not math.isfinite(window_ms):
+        raise TraceError(f"a spread must be a finite number of ms >= 0, got {window_ms!r}")
+    groups: dict[float, list[Request]] = {}
+    for request in requests:
+        groups.setdefault(request.arrival_ms, []).append(request)
+    moved = [Request(time + window_ms * k / len(group), r.blocks, r.tokens)
+             for time, group in groups.items() for k, r in enumerate(group)]
+    return sorted(moved, key=lambda r: r.arrival_ms)
+
+
 def distinct_blocks(requests: Iterable[Request]) -> int:
     """How many distinct block ids the requests name (an infinite cache's size)."""
     return len({key for request in requests for key in request.blocks})
