@@ -120,3 +120,11 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path: Path,
     assert main(["traffic", "capacity", "synthetic", "--tokens", "1e6", "--plot",
                  str(tmp_path / "p.png"), *SMALL]) == 2
     assert "pip install 'kvoffload[plot]'" in capsys.readouterr().err
+
+
+def test_plot_draws_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    picture = tmp_path / "p.png"
+    assert main(["traffic", "capacity", "synthetic", "--tokens", "1e6", "inf", "--plot",
+                 str(picture), *SMALL]) == 0
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
