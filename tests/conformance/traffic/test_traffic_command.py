@@ -54,12 +54,21 @@ def test_capacity_and_latency_sweeps(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["traffic", "capacity", "synthetic", "--tokens", "1e5", "inf", "--policy",
                  "lru", "--markdown", *SMALL]) == 0
     text = capsys.readouterr().out
+    assert "touch: LRU at done\n" in text
     assert "| capacity, tokens | synthetic LRU |" in text
     assert "| infinite |" in text
     assert main(["traffic", "latency", "conversation", "--capacity-blocks", "500", "--ms",
                  "0", "100", *SMALL]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert any(line.split()[:1] == ["100"] for line in lines)
+
+
+def test_capacity_touch_option(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["traffic", "capacity", "synthetic", "--tokens", "1e6", "--touch", "done",
+                 *SMALL]) == 0
+    assert "touch: LRU at done, ARC at done" in capsys.readouterr().out
+    assert main(["traffic", "capacity", "synthetic", "--tokens", "1e6", *SMALL]) == 0
+    assert "touch: LRU at done, ARC at arrival" in capsys.readouterr().out
 
 
 def test_progress_only_when_asked_off_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:

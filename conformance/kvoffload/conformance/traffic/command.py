@@ -105,6 +105,7 @@ def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
     cap.add_argument("--policy", nargs="+", choices=("lru", "arc"), default=["lru", "arc"])
     cap.add_argument("--tokens", nargs="+", type=tokens, default=list(sweep.CAPACITIES),
                      help="capacities in tokens (3e6, 3M, inf; default 1e5 to 5e7 and inf)")
+    cap.add_argument("--touch", choices=[t.value for t in Touch], help=_TOUCH_HELP)
     cap.add_argument("--plot", type=Path, metavar="PNG",
                      help="also draw the curves into this PNG (needs the [plot] extra)")
     _common_options(cap)
@@ -119,6 +120,8 @@ def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
     _common_options(lat)
 
 
+_TOUCH_HELP = ("when a request touches its blocks: when its transfers end, or at its "
+               "arrival (default: done for LRU, arrival for ARC)")
 _TRACE_HELP = f"a trace file (Mooncake's format, gzip or plain) or {' / '.join(BUILTIN)}"
 
 
@@ -139,9 +142,7 @@ def _timing_options(parser: argparse.ArgumentParser) -> None:
                         help=f"GB/s both ways (default {BANDWIDTH_GBPS:g})")
     parser.add_argument("--block-bytes", type=count, default=BLOCK_BYTES,
                         help=f"bytes in a block (default {BLOCK_BYTES:,}: LLaMA2-70B, fp16)")
-    parser.add_argument("--touch", choices=[t.value for t in Touch],
-                        help="when a request touches its blocks (default: done for LRU, "
-                        "arrival for ARC)")
+    parser.add_argument("--touch", choices=[t.value for t in Touch], help=_TOUCH_HELP)
 
 
 def _spread_option(parser: argparse.ArgumentParser) -> None:
@@ -223,7 +224,9 @@ def _progress(display: Display, total: int) -> sweep.Progress:
 def _capacity_sweep(args: argparse.Namespace, display: Display) -> tuple[str, object]:
     traces = [(name, _load(name, args)) for name in args.traces]
     total = max(len(r) for _, r in traces)
-    rows = sweep.capacity_sweep(traces, args.policy, args.tokens, _progress(display, total))
+    touch = None if args.touch is None else Touch(args.touch)
+    rows = sweep.capacity_sweep(traces, args.policy, args.tokens, _progress(display, total),
+                                touch)
     header, body = sweep.capacity_table(rows)
     if args.plot is not None:
         from .plot import plot_capacity
@@ -231,7 +234,10 @@ def _capacity_sweep(args: argparse.Namespace, display: Display) -> tuple[str, ob
         plot_capacity(rows, args.plot)
     notes = [f"{name}: {len(r):,} requests, largest {max(len(q.blocks) for q in r)} "
              f"blocks, {distinct_blocks(r):,} distinct blocks" for name, r in traces]
-    text = "\n".join([*notes, "prefix hit rate, blocks (tokens); zero latency", "",
+    touches = ", ".join(f"{r.policy.upper()} at {r.touch.value}"
+                        for r in {r.policy: r for r in rows[0].runs}.values())
+    text = "\n".join([*notes, f"prefix hit rate, blocks (tokens); zero latency; touch: "
+                      f"{touches}", "",
                       (markdown if args.markdown else plain)(header, body)])
     return text, {"rows": [{"tokens": row.tokens, "runs": [run_json(r) for r in row.runs]}
                            for row in rows]}

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .report import _cell, hit_rate, token_hit_rate
-from .simulator import Lookup, Run, simulate
+from .simulator import Lookup, Run, Touch, simulate
 from .timing import ZERO, Timing
 from .traces import BLOCK_TOKENS, Request, distinct_blocks
 
@@ -42,8 +42,10 @@ class CapacityRow:
 
 def capacity_sweep(traces: Sequence[tuple[str, Sequence[Request]]], policies: Sequence[str],
                    capacities: Sequence[float | None] = CAPACITIES,
-                   progress: Progress | None = None) -> list[CapacityRow]:
-    """Zero-latency runs at each capacity for each trace and policy."""
+                   progress: Progress | None = None, touch: Touch | None = None
+                   ) -> list[CapacityRow]:
+    """Zero-latency runs at each capacity for each trace and policy (``touch``: each
+    policy's default when None)."""
     rows = []
     for tokens in capacities:
         runs = []
@@ -52,7 +54,7 @@ def capacity_sweep(traces: Sequence[tuple[str, Sequence[Request]]], policies: Se
             for policy in policies:
                 label = f"{name} {policy} {tokens_label(tokens)} tokens"
                 runs.append(simulate(requests, capacity, policy, Lookup.TRI_STATE, ZERO,
-                                     trace=name,
+                                     touch=touch, trace=name,
                                      progress=progress(label) if progress else None))
         rows.append(CapacityRow(tokens, tuple(runs)))
     return rows
