@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 BLOCK_BYTES = 2 * 80 * 8 * 128 * 2 * 512
 """A 512-token block of LLaMA2-70B's KV cache in fp16 (80 layers, 8 KV heads of 128,
-K and V, 2 bytes each: 320 KiB a token): 167,772,160 bytes (160 MiB). The Mooncake
-paper's experiments use a model of LLaMA2-70B's architecture."""
+K and V, 2 bytes each: 320 KiB a token): 167,772,160 bytes (160 MiB), a 70B-class
+model's block."""
 
 BANDWIDTH_GBPS = 25.0
-"""Default store and load bandwidth, GB/s (1e9 bytes a second): a PCIe 4.0 x16 link
-(32 GB/s raw) at the rate pinned host copies reach in practice."""
+"""Default store and load bandwidth, GB/s (1e9 bytes a second): an assumed usable rate
+of a PCIe 4.0 x16 link (32 GB/s raw), not a measurement."""
 
 
 class TimingError(ValueError):
