@@ -104,6 +104,7 @@ def test_a_bad_json_line_exits_2_naming_the_line(tmp_path: Path,
     ["--capacity-blocks", "0"], ["--capacity-blocks", "-3"], ["--capacity-tokens", "100"],
     ["--capacity-tokens", "-1e6"], ["--capacity-tokens", "lots"], ["--store-ms", "-1"],
     ["--limit", "0"], ["--capacity-blocks", "5", "--capacity-tokens", "1e6"],
+    ["--markdown"],
 ])
 def test_bad_options_exit_2(option: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stopped:

@@ -99,7 +99,7 @@ def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--policy", choices=("lru", "arc"), default="lru")
     _timing_options(run)
     _spread_option(run)
-    _common_options(run)
+    _common_options(run, tables=False)
     cap = sub.add_parser("capacity", help="hit rate against capacity (zero latency)")
     cap.add_argument("traces", nargs="*", default=list(BUILTIN), help=_TRACE_HELP)
     cap.add_argument("--policy", nargs="+", choices=("lru", "arc"), default=["lru", "arc"])
@@ -152,9 +152,10 @@ def _spread_option(parser: argparse.ArgumentParser) -> None:
                         "second; default 0: simultaneous)")
 
 
-def _common_options(parser: argparse.ArgumentParser) -> None:
+def _common_options(parser: argparse.ArgumentParser, tables: bool = True) -> None:
     parser.add_argument("--limit", type=count, help="serve only the first N requests")
-    parser.add_argument("--markdown", action="store_true", help="tables in Markdown")
+    if tables:
+        parser.add_argument("--markdown", action="store_true", help="tables in Markdown")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures here")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="show progress on stderr (default: only at a terminal)")
