@@ -110,7 +110,9 @@ def test_bad_options_exit_2(option: list[str], capsys: pytest.CaptureFixture[str
     with pytest.raises(SystemExit) as stopped:
         main(["traffic", "run", "synthetic", *option])
     assert stopped.value.code == 2
-    assert "kvoffload traffic run: error:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # argparse names the sub-command for a bad value, the command for an unknown option
+    assert "kvoffload traffic run: error:" in err or "unrecognized arguments" in err
 
 
 def test_interrupted_exits_130(monkeypatch: pytest.MonkeyPatch,
