@@ -123,3 +123,22 @@ def test_spread_moves_simultaneous_arrivals_apart_in_order() -> None:
     assert spread(requests, 0.0) == requests
     with pytest.raises(TraceError, match="spread"):
         spread(requests, -1.0)
+
+
+def test_another_format_fits_through_a_reader(tmp_path: Path) -> None:
+    """A trace in another format (here: arrival, tokens, then block ids, comma-separated)
+    is read by a small reader and simulated like Mooncake's."""
+    from collections.abc import Iterator
+
+    from kvoffload.conformance.traffic import simulate
+
+    def read_csv(source: Path) -> Iterator[Request]:
+        for line in source.read_text().splitlines():
+            arrival, tokens, *ids = line.split(",")
+            yield Request(float(arrival), tuple(ids), int(tokens))
+
+    path = tmp_path / "t.csv"
+    path.write_text("0,1024,a,b\n5,1500,a,b,c\n")
+    trace = load(str(path), reader=read_csv)
+    assert trace == [Request(0.0, ("a", "b"), 1024), Request(5.0, ("a", "b", "c"), 1500)]
+    assert simulate(trace, 10).counters.hit_blocks == 2
