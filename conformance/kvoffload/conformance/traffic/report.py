@@ -66,7 +66,8 @@ def figures(run: Run) -> dict[str, float]:
     return found
 
 
-def _cell(value: float) -> str:
+def cell(value: float) -> str:
+    """A figure as printed: ints with thousands separators, small floats to 4 places."""
     if isinstance(value, float) and not value.is_integer():
         if abs(value) < 10:
             return f"{value:.4f}" if round(value, 4) else "0"
@@ -81,7 +82,7 @@ def comparison(tri: Run, two: Run) -> str:
              f"{'':38} {'tri-state':>20} {'two-state':>20} {'two - tri':>20}"]
     for label, name in _ROWS:
         a, b = left[name], right[name]
-        lines.append(f"{label:38} {_cell(a):>20} {_cell(b):>20} {_cell(b - a):>20}")
+        lines.append(f"{label:38} {cell(a):>20} {cell(b):>20} {cell(b - a):>20}")
     lines += ["", summary(tri, two)]
     return "\n".join(lines)
 
@@ -90,13 +91,13 @@ def summary(tri: Run, two: Run) -> str:
     """One paragraph: what the two-state engine did instead of the tri-state one."""
     left, right = figures(tri), figures(two)
     return (f"With the pre-PR-#41795 lookup (in flight reads as absent) the engine would "
-            f"have computed {_cell(right['computed_blocks'] - left['computed_blocks'])} "
-            f"more blocks ({_cell(right['computed_tokens'] - left['computed_tokens'])} "
-            f"tokens), {_cell(right['recomputed_blocks'])} of them while their store was "
-            f"in flight, and offered {_cell(right['duplicate_stores'])} blocks to be "
-            f"stored a second time ({_cell(right['bytes_twice'])} bytes written twice by "
+            f"have computed {cell(right['computed_blocks'] - left['computed_blocks'])} "
+            f"more blocks ({cell(right['computed_tokens'] - left['computed_tokens'])} "
+            f"tokens), {cell(right['recomputed_blocks'])} of them while their store was "
+            f"in flight, and offered {cell(right['duplicate_stores'])} blocks to be "
+            f"stored a second time ({cell(right['bytes_twice'])} bytes written twice by "
             f"a tier that also reads in flight as absent); the tri-state engine waited "
-            f"{_cell(left['waits'])} times, {left['wait_s']:.3f} s in all.")
+            f"{cell(left['waits'])} times, {left['wait_s']:.3f} s in all.")
 
 
 def run_json(run: Run) -> dict[str, object]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .report import _cell, hit_rate, token_hit_rate
+from .report import cell, hit_rate, token_hit_rate
 from .simulator import Lookup, Run, Touch, simulate
 from .timing import ZERO, Timing
 from .traces import BLOCK_TOKENS, Request, distinct_blocks
@@ -106,9 +106,9 @@ def latency_table(rows: Sequence[LatencyRow]) -> tuple[list[str], list[list[str]
         tri, two = row.tri.counters, row.two.counters
         gigabytes = two.duplicate_stores * row.two.timing.block_bytes / 1e9
         body.append([
-            f"{row.ms:g}", _cell(tri.met_in_flight_requests), _cell(tri.met_in_flight_blocks),
+            f"{row.ms:g}", cell(tri.met_in_flight_requests), cell(tri.met_in_flight_blocks),
             f"{tri.waits:,} ({tri.wait_ms / 1e3:,.1f})",
-            f"{hit_rate(tri):.4f} / {hit_rate(two):.4f}", _cell(two.recomputed_blocks),
+            f"{hit_rate(tri):.4f} / {hit_rate(two):.4f}", cell(two.recomputed_blocks),
             f"{two.computed_blocks - tri.computed_blocks:,} "
             f"({two.computed_tokens - tri.computed_tokens:,})",
             f"{two.duplicate_stores:,} ({gigabytes:,.1f})"])
