@@ -26,6 +26,7 @@ from kvoffload.spec.scenarios import SCENARIOS
 from .check_command import EXIT_STATUS, add_check_arguments, run_check_command
 from .corpus_replay import add_corpus_arguments, run_corpus_command
 from .isolation import run_isolated
+from .traffic.command import add_traffic_arguments, run_traffic_command
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -77,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                             "against a TARGET (docs/corpus.md)")
     add_corpus_arguments(corpus)
     corpus.set_defaults(run=run_corpus_command)
+    traffic = sub.add_parser("traffic", help="serve request traces (Mooncake's) through the "
+                             "reference tier: hit rates, in-flight lookups (docs/traffic.md)")
+    add_traffic_arguments(traffic)
+    traffic.set_defaults(run=run_traffic_command)
     args = parser.parse_args(argv)
     result: int = args.run(args)
     return result
