@@ -118,7 +118,7 @@ class Setup:
     def __post_init__(self) -> None:
         config, caps = self.config, self.capabilities
         self.unique = config.assumes("unique-keys")
-        self.limit = config.max_keys_per_call
+        self.limit = config.max_keys_per_call or 0
         self.stale = not config.assumes("no-stale-completions")
         self.reset_in_flight = not config.assumes("no-reset-in-flight")
         misuse = not config.assumes("no-misuse")

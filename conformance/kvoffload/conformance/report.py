@@ -16,10 +16,11 @@ from typing import Any
 
 from kvoffload.spec import Call
 
-from .config import describe_tiers
+from .config import CheckConfig, describe_tiers
 from .errors import PropertyViolation, format_table
 from .properties import PROPERTIES, describe
 from .runner import CheckResult, Failure
+from .targets import target_defaults
 
 SCHEMA = "kvoffload-conformance-report/1"
 
@@ -91,11 +92,24 @@ def configuration_text(result: CheckResult) -> str:
         f"policy         {config.policy.value}",
         f"level          {config.level.value}",
         f"assumptions    {', '.join(config.assume) or 'none'}",
+        f"keys per call  {keys_per_call_text(result.target, config)}",
         f"budget         {config.max_examples} examples x {config.steps} steps, "
         f"{describe_tiers(config.capacity)}, seed {config.seed}",
     ]
     lines += [f"calls          {what}: {how}" for what, how in result.alphabet.items()]
     return "\n".join(lines)
+
+
+def keys_per_call_text(target: str, config: CheckConfig) -> str:
+    """The limit on keys per generated call, and whose choice it is when the kind of
+    target chose it (``lmcache==``: one chunk per call)."""
+    limit = config.max_keys_per_call
+    text = f"at most {limit}" if limit else "no limit"
+    if "max_keys_per_call" in config.target_defaults:
+        why = target_defaults(target).get("max_keys_per_call", (None, ""))[1]
+        text += (f" (this target's default: {why}; --max-keys-per-call N to change it, "
+                 "0 for no limit)")
+    return text
 
 
 def summary_text(result: CheckResult) -> str:

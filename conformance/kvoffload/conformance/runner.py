@@ -24,7 +24,7 @@ from .machine import BURST, Counters, build_machine
 from .progress import Progress
 from .properties import PROPERTIES
 from .shrink import attempt, shrink
-from .targets import Prepared, prepare
+from .targets import Prepared, prepare, with_target_defaults
 
 _run_machine: Callable[..., None] = run_state_machine_as_test
 """Hypothesis's runner, typed here: some Hypothesis releases leave it unannotated."""
@@ -155,6 +155,7 @@ def run_check(
     failed are no longer checked, until every checked property has failed or the
     budget is spent (``config.stop_at_first``: after the first failure).
     """
+    config = with_target_defaults(target, config)  # lmcache==: one chunk per call
     prepared = prepare(target, config, obj)
     mark_running()  # loaded and built: from here, a process that dies fails the target
     if config.seed is None:
