@@ -215,6 +215,10 @@ def exit_status(verdict: str, error: str | None) -> int:
     if verdict == "conforms":
         return EXIT_CONFORMS
     if verdict == "fails":
+        if error is not None:  # a failure found is never lost: exit 1, the error beside it
+            print(f"kvoffload check: error after the failure was found (the run stopped "
+                  f"there): {clip(str(error).splitlines()[0] if error else '', MAX_MESSAGE)}",
+                  file=sys.stderr)
         return EXIT_FAILS
     lines = str(error).splitlines() or [""]
     more = " (the rest in report.json)" if len(lines) > 1 else ""

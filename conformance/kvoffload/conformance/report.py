@@ -17,7 +17,7 @@ from typing import Any
 from kvoffload.spec import Call
 
 from .config import CheckConfig, describe_tiers
-from .errors import PropertyViolation, format_table
+from .errors import MAX_MESSAGE, PropertyViolation, clip, format_table
 from .properties import PROPERTIES, describe
 from .runner import CheckResult, Failure
 from .targets import target_defaults
@@ -52,6 +52,7 @@ def failure_json(failure: Failure, reproducer: str | None) -> dict[str, Any]:
     """One distinct failure: its violation, how it replayed, when it was found."""
     return {**violation_json(failure.violation, reproducer), "flaky": failure.flaky,
             "replays": failure.replays, "reproduced": failure.reproduced,
+            "unreliable": failure.unreliable,
             "found_after_s": failure.found_after_s,
             "found_trace_calls": failure.found_trace_calls}
 
@@ -123,7 +124,7 @@ def summary_text(result: CheckResult) -> str:
             status = f"not checked: {result.not_checked[prop]}"
         elif result.verdict == "fails" and result.config.stop_at_first:
             status = "held until the first failure (--stop-at-first)"
-        elif result.verdict == "error":
+        elif result.error is not None:
             status = "unknown (the run did not finish)"
         elif result.verdict == "interrupted":
             status = "held so far (interrupted by Ctrl-C)"
@@ -133,14 +134,19 @@ def summary_text(result: CheckResult) -> str:
     table = format_table(("property", "result", ""), rows)
     head = (f"{result.verdict.upper()}: {result.examples} examples, {result.steps} steps, "
             f"{result.seconds:.1f} s")
+    if result.violation is not None and result.error is not None:
+        head += ("\nafter the failure below was found, the run stopped on an error: "
+                 + clip(result.error.splitlines()[0], MAX_MESSAGE))
     return head + "\n" + "\n".join(line.rstrip() for line in table.splitlines())
 
 
 def _flaky_note(failure: Failure) -> str:
     if not failure.flaky:
         return ""
-    return (f" (flaky: the shrunk trace failed {failure.reproduced} of {failure.replays} "
-            "replays)")
+    why = [f"the shrunk trace failed {failure.reproduced} of {failure.replays} replays"]
+    if failure.unreliable is not None:
+        why.insert(0, failure.unreliable)
+    return f" (flaky: {'; '.join(why)})"
 
 
 def reproducer_path(report_dir: Path, violation: PropertyViolation) -> Path:
