@@ -39,7 +39,7 @@ from kvoffload.conformance.config import CheckConfig
 from kvoffload.conformance.native import NativeAdapter
 from kvoffload.conformance.targets import prepare
 from kvoffload.impl import OffloadManager
-from kvoffload.spec import Call, MisuseError, Op, apply, initial_state, replay
+from kvoffload.spec import Call, MisuseError, Op, StoreRejected, apply, initial_state, replay
 
 CAPACITY = 4
 
@@ -258,3 +258,24 @@ def test_the_engine_introspection_sees_a_reader(
     before = engine.state()
     send(engine.adapter, Call(Op.PREPARE_LOAD, ("b",)))
     assert engine.state() != before
+
+
+FULL = [*SETUP, Call(Op.PREPARE_LOAD, ("b",)), Call(Op.PREPARE_STORE, ("d",))]
+"""Every slot held: 'a' and 'b' being read, 'c' and 'd' being stored."""
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_a_rejected_store_leaves_the_engine_as_it_found_it(
+    name: str, engines: Callable[[str], Engine]
+) -> None:
+    """A rejection is an answer, not a refusal, and as atomic: nothing is evicted."""
+    call = Call(Op.PREPARE_STORE, ("e",))
+    spec_state, _ = replay(initial_state(CAPACITY), FULL)
+    _, answer = apply(spec_state, call)
+    assert isinstance(answer, StoreRejected)
+    engine = engines(name)
+    for setup_call in FULL:
+        send(engine.adapter, setup_call)
+    before = engine.state()
+    assert not engine.adapter.prepare_store(call.keys).accepted
+    assert engine.state() == before
