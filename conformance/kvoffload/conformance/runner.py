@@ -213,13 +213,7 @@ def _explore(result: CheckResult, prepared: Prepared, counters: Counters,
         result.interrupted = True
         found = counters.first
     except Exception as error:  # Flaky..., a target that breaks Hypothesis, a suite bug
-        found = _violation_in(error) or counters.first
-        cause = counters.first_error  # what Hypothesis's own error may hide
-        if found is not None and isinstance(error, Flaky) and cause is None:
-            unreliable = (f"it did not come back when Hypothesis replayed it "  # the target's
-                          f"({type(error).__name__})")  # answers change from run to run
-        else:
-            result.error = error_text(error if cause is None else cause)
+        found, unreliable = _kept(error, counters, result)
     if found is None or found.prop in silenced:
         return False
     failure = Failure(found, found_after_s=round(time.perf_counter() - start, 3),
@@ -239,6 +233,21 @@ def _explore(result: CheckResult, prepared: Prepared, counters: Counters,
     except Exception as error:  # the target broke while its failure was shrunk or replayed
         result.error = result.error or error_text(error)
     return result.error is None  # after an error, the failure is reported, the error beside it
+
+
+def _kept(error: Exception, counters: Counters,
+          result: CheckResult) -> tuple[PropertyViolation | None, str | None]:
+    """What a round that ended on ``error`` found, never lost: the violation the error
+    holds, else the first one the round raised; and, for Hypothesis's ``Flaky...``
+    errors on a target whose answers change from run to run, why it is flaky. Any other
+    error goes into ``result.error``: the target's own where Hypothesis's hides it (a
+    constructor that raised), beside the failure if there is one."""
+    found = _violation_in(error) or counters.first
+    cause = counters.first_error
+    if found is not None and isinstance(error, Flaky) and cause is None:
+        return found, f"it did not come back when Hypothesis replayed it ({type(error).__name__})"
+    result.error = error_text(error if cause is None else cause)
+    return found, None
 
 
 def _violation_in(error: BaseException) -> PropertyViolation | None:
