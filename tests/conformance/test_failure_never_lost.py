@@ -4,8 +4,8 @@ and no ``Flaky...`` error of Hypothesis's turns ``kvoffload check`` into exit 2.
 A target whose answers change from run to run (a crash drawn from ``SystemRandom``, a
 lookup wrong by the wall clock) ends with exit 1 and its failure marked flaky, with how
 often its shrunk trace failed again; before, about half such runs exited 2 with
-``FlakyStrategyDefinition`` or ``FlakyFailure`` (8 runs each on commit 6d984e3:
-CrashesAtRandom 4 of 8, LookupWrongByTheClock 3 of 8). A target that fails a property
+``FlakyStrategyDefinition`` or ``FlakyFailure`` (8 runs each on commit 6d984e3, one call
+in 100 and one lookup in 10: exit 2 in 4 and 3 of 8). A target that fails a property
 and then breaks (its constructor raises) ends with exit 1, the failure reported and the
 error beside it (before: exit 2 every time).
 """
@@ -31,29 +31,45 @@ HOSTILE = Path(__file__).with_name("hostile_targets.py")
 SMALL = ["--max-examples", "20", "--steps", "60", "--seed", "5", "--quiet"]
 
 
-def check(target: str, report: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+def check(target: str, report: Path, budget: list[str] = SMALL
+          ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     done = subprocess.run(
         [sys.executable, "-m", "kvoffload.conformance.cli", "check", f"{HOSTILE}:{target}",
-         *SMALL, "--report-dir", str(report)],
+         *budget, "--report-dir", str(report)],
         capture_output=True, text=True, timeout=300, check=False,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     return done, json.loads((report / "report.json").read_text())
 
 
-@pytest.mark.parametrize("target", ["CrashesAtRandom", "LookupWrongByTheClock"])
-def test_a_target_that_changes_its_answers_fails_flaky_never_exit_2(
+@pytest.mark.parametrize("target", ["CrashesOftenAtRandom", "LookupWrongByTheClock"])
+def test_a_target_that_changes_its_answers_fails_never_exit_2(
     target: str, tmp_path: Path
 ) -> None:
-    done, report = check(target, tmp_path / "r")
+    done, report = check(target, tmp_path / "r", SMALL)
     assert done.returncode == 1, done.stderr
     assert "Flaky" not in done.stderr  # no Hypothesis error as the verdict
     assert report["verdict"] == "fails"
     assert report["error"] is None
     assert report["violations"]
-    for failure in report["violations"]:
-        assert failure["flaky"], failure
-        assert 0 <= failure["reproduced"] < failure["replays"] or failure["unreliable"]
-    assert "FAILED (flaky: " in done.stdout
+    for failure in report["violations"]:  # flaky exactly where it did not come back
+        assert failure["flaky"] == (failure["reproduced"] < failure["replays"]
+                                    or failure["unreliable"] is not None), failure
+    # Whether each one is flaky depends on the shrinker's time budget (20 s: a loaded
+    # machine may leave a long trace that fails on every replay); below, a rarer crash.
+
+
+@pytest.mark.slow
+def test_a_crash_in_one_call_of_a_thousand_is_a_flaky_failure(tmp_path: Path) -> None:
+    """The issue's case: SystemRandom, one call in 1000 (10,000 calls: found but for
+    one run in 20,000; a trace of at most 100 calls fails again one replay in ten)."""
+    done, report = check("CrashesAtRandom", tmp_path / "r",
+                         ["--max-examples", "100", "--steps", "100", "--seed", "5", "--quiet"])
+    assert done.returncode == 1, done.stderr
+    assert "Flaky" not in done.stderr
+    assert report["error"] is None
+    assert [f["property"] for f in report["violations"]] == ["crash"]
+    assert report["violations"][0]["flaky"]
+    assert "crash            FAILED (flaky: " in done.stdout
 
 
 def test_an_error_after_a_failure_is_reported_beside_it(tmp_path: Path) -> None:
