@@ -5,6 +5,8 @@ tests of ``kvoffload check`` (test_native.py) and of ``kvoffload corpus replay``
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -216,3 +218,75 @@ class NarrowSlotIndex(OffloadManager):
             slots = tuple(s % 8 for s in plan.slots)
             return StorePlan(plan.keys, slots, plan.evicted, plan.epoch, plan.ticket)
         return plan
+
+
+# --- targets whose answers change from run to run (issue 23: a failure found is never
+# lost to an error, nor to Hypothesis's Flaky... errors) ---------------------------------
+
+
+class CrashesAtRandom(OffloadManager):
+    """Raises in one call of ``ODDS`` (any operation), drawn from ``SystemRandom``: no
+    seed replays it, so the shrunk trace rarely fails again."""
+
+    ODDS = 1000
+
+    def __init__(self, capacity: int, policy: str = "lru") -> None:
+        super().__init__(capacity, policy)
+        self._dice = random.SystemRandom()
+
+    def _roll(self, op: str) -> None:
+        if self._dice.randrange(self.ODDS) == 0:
+            raise RuntimeError(f"{op}: lost a race (one call in {self.ODDS})")
+
+    def lookup(self, key: Hashable) -> LookupResult:
+        self._roll("lookup")
+        return super().lookup(key)
+
+    def prepare_store(self, keys: Iterable[Hashable]) -> StorePlan | StoreRejected:
+        self._roll("prepare_store")
+        return super().prepare_store(keys)
+
+    def complete_store(self, keys: Iterable[Hashable], success: bool = True,
+                       ticket: int | None = None) -> Completion:
+        self._roll("complete_store")
+        return super().complete_store(keys, success, ticket)
+
+
+class CrashesOftenAtRandom(CrashesAtRandom):
+    """:class:`CrashesAtRandom` at one call in 100: found within a small budget."""
+
+    ODDS = 100
+
+
+class LookupWrongByTheClock(OffloadManager):
+    """Answers MISS for a READY key when the wall clock's millisecond is a multiple of
+    ``EVERY_MS``: wrong, but not on a replay of the same calls."""
+
+    EVERY_MS = 10
+
+    def lookup(self, key: Hashable) -> LookupResult:
+        answer = super().lookup(key)
+        if answer is LookupResult.HIT and time.time_ns() // 1_000_000 % self.EVERY_MS == 0:
+            return LookupResult.MISS
+        return answer
+
+
+BUILT: list[int] = []
+"""Instances of :class:`FailsThenBreaks` built so far in this process."""
+
+
+class FailsThenBreaks(OffloadManager):
+    """Fails ``lookup`` on every run (PENDING read as MISS), and from its ``LIMIT``-th
+    instance on its constructor raises: an error that comes after a found failure."""
+
+    LIMIT = 40
+
+    def __init__(self, capacity: int, policy: str = "lru") -> None:
+        BUILT.append(capacity)
+        if len(BUILT) > self.LIMIT:
+            raise OSError("out of shared memory segments")
+        super().__init__(capacity, policy)
+
+    def lookup(self, key: Hashable) -> LookupResult:
+        answer = super().lookup(key)
+        return LookupResult.MISS if answer is LookupResult.PENDING else answer

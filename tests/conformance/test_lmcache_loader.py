@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +15,7 @@ from kvoffload.conformance.config import CheckConfig
 from kvoffload.conformance.errors import TargetLoadError, UsageError
 from kvoffload.conformance.lockstep import Lockstep
 from kvoffload.conformance.runner import run_check
+from kvoffload.conformance.targets import with_target_defaults
 from kvoffload.spec import Call, Op, Policy
 
 
@@ -90,3 +93,45 @@ def test_max_keys_per_call_bounds_every_generated_call(
 
 def test_max_keys_per_call_is_in_the_report() -> None:
     assert CheckConfig(max_keys_per_call=1).describe()["max_keys_per_call"] == 1
+
+
+def test_an_lmcache_target_defaults_to_one_key_per_call() -> None:
+    config = with_target_defaults("lmcache==0.5.6", CheckConfig())
+    assert config.max_keys_per_call == 1
+    assert config.target_defaults == ("max_keys_per_call",)
+
+
+@pytest.mark.parametrize("given", ["0", "3"])
+def test_a_limit_the_user_gives_an_lmcache_target_wins(given: str) -> None:
+    config = with_target_defaults("lmcache==0.5.6",
+                                  CheckConfig.from_options(max_keys_per_call=given))
+    assert config.max_keys_per_call == int(given)
+    assert config.target_defaults == ()
+
+
+def test_other_targets_have_no_limit_unless_given() -> None:
+    config = with_target_defaults("kvoffload.impl:OffloadManager", CheckConfig())
+    assert config.max_keys_per_call == 0
+    assert config.target_defaults == ()
+
+
+@pytest.mark.lmcache
+@pytest.mark.parametrize("given", [None, "0"])
+def test_the_header_says_whose_limit_it_is(
+    given: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    limit = [] if given is None else ["--max-keys-per-call", given]
+    main(["check", "lmcache==0.5.6", *limit, "--profile", "safe", "--assume",
+          "no-reset-in-flight", "--assume", "no-store-while-storing", "--max-examples", "5",
+          "--steps", "20", "--seed", "1", "--quiet", "--report-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    configuration = json.loads((tmp_path / "report.json").read_text())["configuration"]
+    if given is None:
+        assert ("keys per call  at most 1 (this target's default: LMCache's backends store, "
+                "read and evict one chunk per call;") in out
+        assert configuration["max_keys_per_call"] == 1
+        assert configuration["target_defaults"] == ["max_keys_per_call"]
+    else:
+        assert "keys per call  no limit\n" in out
+        assert configuration["max_keys_per_call"] == 0
+        assert configuration["target_defaults"] == []

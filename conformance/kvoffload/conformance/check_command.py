@@ -80,9 +80,9 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", default=None, metavar="N",
                         help=f"calls per example (default {DEFAULT_STEPS})")
     parser.add_argument("--max-keys-per-call", default=None, metavar="N",
-                        help="generate calls naming at most N keys (default 0: no limit); "
-                             "1 for engines that store one chunk per call, as LMCache's "
-                             "backends do")
+                        help="generate calls naming at most N keys (0: no limit); default "
+                             "1 for lmcache== targets (LMCache's backends store one chunk "
+                             "per call), 0 for any other")
     parser.add_argument("--seed", default=None, metavar="N",
                         help="random seed (default: a fresh one, printed in the report)")
     parser.add_argument("--call-timeout", default=None, metavar="SECONDS",
@@ -215,6 +215,10 @@ def exit_status(verdict: str, error: str | None) -> int:
     if verdict == "conforms":
         return EXIT_CONFORMS
     if verdict == "fails":
+        if error is not None:  # a failure found is never lost: exit 1, the error beside it
+            print(f"kvoffload check: error after the failure was found (the run stopped "
+                  f"there): {clip(str(error).splitlines()[0] if error else '', MAX_MESSAGE)}",
+                  file=sys.stderr)
         return EXIT_FAILS
     lines = str(error).splitlines() or [""]
     more = " (the rest in report.json)" if len(lines) > 1 else ""

@@ -78,9 +78,13 @@ class CheckConfig:
     """Hypothesis example database folder (a failure found once replays first); None: off."""
     stop_at_first: bool = False
     """End the run at the first failing property (else go on to a verdict per property)."""
-    max_keys_per_call: int = 0
-    """At most this many keys in one generated call (0: no limit). Engines that store
-    one chunk per call (LMCache's backends) are checked with 1."""
+    max_keys_per_call: int | None = None
+    """At most this many keys in one generated call (0: no limit). None: the kind of
+    target's default (:func:`~.targets.with_target_defaults`: 1 for ``lmcache==``, whose
+    backends store one chunk per call; 0 for any other)."""
+    target_defaults: tuple[str, ...] = ()
+    """Options (field names) whose value the kind of target chose, the user giving none;
+    every report's header says so."""
 
     def __post_init__(self) -> None:
         unknown = [name for name in self.assume if name not in ASSUMPTIONS]
@@ -96,7 +100,7 @@ class CheckConfig:
         if not (math.isfinite(self.call_timeout) and self.call_timeout >= 0):
             raise UsageError(f"--call-timeout must be a number of seconds >= 0 (0: no "
                              f"limit), got {self.call_timeout}")
-        if self.max_keys_per_call < 0:
+        if self.max_keys_per_call is not None and self.max_keys_per_call < 0:
             raise UsageError(f"--max-keys-per-call must be 0 (no limit) or more, got "
                              f"{self.max_keys_per_call}")
         if self.seed is not None and not 0 <= self.seed < 2**64:
@@ -156,7 +160,8 @@ class CheckConfig:
             call_timeout=_seconds(flag("call_timeout"), call_timeout),
             database=None if database is None else str(database),
             stop_at_first=bool(stop_at_first),
-            max_keys_per_call=_integer(flag("max_keys_per_call"), max_keys_per_call, 0),
+            max_keys_per_call=None if max_keys_per_call is None else _integer(
+                flag("max_keys_per_call"), max_keys_per_call, 0),
         )
 
     @property
@@ -182,6 +187,7 @@ class CheckConfig:
             "call_timeout": self.call_timeout,
             "stop_at_first": self.stop_at_first,
             "max_keys_per_call": self.max_keys_per_call,
+            "target_defaults": list(self.target_defaults),
         }
 
 

@@ -37,7 +37,7 @@ from .corpus import NEVER_ISSUED, load_cases
 from .errors import TargetLoadError, Untranslatable, UsageError
 from .isolation import mark_running
 from .native import NATIVE_METHODS, NativeAdapter
-from .targets import DEFAULT_TARGET, load_object, prepare
+from .targets import DEFAULT_TARGET, load_object, prepare, with_target_defaults
 
 
 class CaseFailed(Exception):
@@ -397,6 +397,7 @@ def run_corpus_command(args: argparse.Namespace) -> int:
         config = CheckConfig.from_options(
             profile=args.profile, policy=args.policy, level=args.level, assume=args.assume,
             adapter=args.adapter, max_keys_per_call=args.max_keys_per_call)
+        config = with_target_defaults(args.target, config)  # lmcache==: one chunk per call
         outcome = replay_corpus(args.directory, args.target, config)
     except (UsageError, TargetLoadError) as error:
         print(f"kvoffload corpus: error: {error}", file=sys.stderr)

@@ -112,17 +112,22 @@ is a file named by its key and has no slot.
 
 Options these backends need, and why:
 
-- `--max-keys-per-call 1`: LMCache stores, reads and evicts one chunk at a time
-  (`allocate` per chunk, `submit_put_task` per key). A call naming several keys that do
-  not all fit is not all-or-nothing there: the first chunks are allocated (evicting), the
-  rest are not. Run without it (`--profile safe --assume no-reset-in-flight --assume
-  no-store-while-storing --seed 1`), six properties fail, each shrunk trace with a call
-  naming two keys: `prepare_store(['a', 'b'])` on a 1-chunk tier (`rejection`: the spec
-  rejects it, needing 2 with 1 available; LMCache keeps `'a'`); `prepare_load(['a', 'b'])`
-  with `'b'` absent, refused at `'b'` after `get_blocking('a')`, so `'a'` stays read
-  (`store-plan`, `misuse`, `lookup` after a reset, `liveness`); and
-  `prepare_store(['b', 'c'])` with `'b'` READY evicting `'b'` itself to make room for
-  `'c'` (`eviction-choice`: `allocate` does not know the call's other chunks).
+- `--max-keys-per-call 1` (an `lmcache==` target's default, said in the header):
+  LMCache stores, reads and evicts one chunk at a time (`allocate` per chunk,
+  `submit_put_task` per key). A call naming several keys that do not all fit is not
+  all-or-nothing there: the first chunks are allocated (evicting), the rest are not.
+  Run without it (`--max-keys-per-call 0 --profile safe --assume no-reset-in-flight
+  --assume no-store-while-storing --seed 1`), three properties fail, each shrunk trace
+  with a store naming two keys: `prepare_store(['a', 'b'])` on a 1-chunk tier
+  (`rejection`: the spec rejects it, needing 2 with 1 available; LMCache keeps `'a'`);
+  `prepare_store(['a', 'c'])` with `'a'` READY on 2 chunks evicting `'a'` itself to make
+  room for `'c'` (`eviction-choice`: `allocate` does not know the call's other chunks);
+  and `prepare_store(['c', 'a'])` with `'a'` READY on 2 chunks storing `'a'` again after
+  `'c'` evicted it (`store-plan`). Loads are all or nothing: the adapter checks every
+  chunk (`contains`) before the first `get_blocking`, so a refused
+  `prepare_load(['a', 'b'])` leaves `'a'` unread (before issue 23 it kept `'a'` read,
+  and three more properties failed: `misuse`, `lookup` after a reset, `liveness`, the
+  adapter's doing, not LMCache's).
 - `--assume no-store-while-storing` (new): LMCache's CPU `store()` is one synchronous
   call (allocate, copy, `submit_put_task`), so no one can name a chunk while it is being
   written. The suite's in-flight phase on that backend is the time between `allocate`

@@ -19,7 +19,9 @@ chunk and lets ``submit_put_task`` drop a duplicate):
   fails with an ``OSError``).
 - ``prepare_load``: (CPU) ``get_blocking``, the slot is the buffer's address / chunk size;
   (disk) ``pin`` then ``get_blocking``. ``complete_load``: ``ref_count_down`` of that
-  buffer (disk: and ``unpin``).
+  buffer (disk: and ``unpin``). Both are all or nothing, as the spec's calls are: every
+  chunk is checked first (``contains``, which changes nothing; a buffer held for each
+  key to complete), and a call refused leaves no chunk pinned, read or released.
 - ``touch``: ``contains(pin=True)`` per chunk, ``touch_cache()``, ``unpin``.
 - ``reset_cache``: ``clear()`` (the CPU backend; the disk backend has none: not generated).
 - ``take_events``: none (LMCache's backends publish to a controller, not a subscriber).
@@ -32,7 +34,8 @@ the adapter numbers the chunks the backend holds or is writing, lowest free numb
 first. Nothing else is replaced or mocked.
 
 LMCache answers misuse (``get_blocking`` of an absent chunk) with ``None``; the
-adapter turns that into :class:`Refused`, which counts as the rejection. A
+adapter asks ``contains`` first and refuses with :class:`Refused` (the rejection)
+before it reads anything. A
 ``complete_load`` for a key the adapter holds no buffer of cannot be expressed in
 LMCache's API (``ref_count_down`` is a method of the buffer): it is refused too.
 """
@@ -207,12 +210,28 @@ class _Base:
     def is_rejection(self, error: BaseException) -> bool:
         return isinstance(error, Refused)
 
+    def _readable(self, keys: Sequence[Key]) -> list[Key]:
+        """The call's distinct keys, once every one is on the backend (``contains``,
+        which changes nothing); else :class:`Refused` before any engine call that does:
+        a refused load pins and reads nothing (all or nothing)."""
+        distinct = list(dict.fromkeys(keys))  # a key named twice is read once
+        absent = [key for key in distinct if not self.backend.contains(self.keys(key))]
+        if absent:
+            raise Refused(f"contains({absent[0]!r}) is False: the chunk cannot be read")
+        return distinct
+
+    def _held_reads(self, keys: Sequence[Key]) -> list[Key]:
+        """The call's distinct keys, once every one has a ``get_blocking`` buffer held;
+        else :class:`Refused` before any is released (all or nothing)."""
+        distinct = list(dict.fromkeys(keys))  # a key named twice is completed once
+        missing = [key for key in distinct if not self.reads.get(key)]
+        if missing:
+            raise Refused(f"no get_blocking buffer of {missing[0]!r} is held, so there is "
+                          "nothing to ref_count_down")
+        return distinct
+
     def _release_read(self, key: Key) -> Any:
-        held = self.reads.get(key)
-        if not held:
-            raise Refused(f"no get_blocking buffer of {key!r} is held, so there is nothing "
-                          "to ref_count_down")
-        obj = _take(held, self.resets)
+        obj = _take(self.reads[key], self.resets)
         obj.ref_count_down()
         return obj
 
@@ -255,17 +274,21 @@ class CpuAdapter(_Base):
         return None
 
     def prepare_load(self, keys: Sequence[Key]) -> LoadOutcome:
-        slot: dict[Key, int] = {}
-        for key in dict.fromkeys(keys):  # a key named twice is read once
+        taken: list[tuple[Key, Any]] = []
+        for key in self._readable(keys):
             obj = self.backend.get_blocking(self.keys(key))
-            if obj is None:
+            if obj is None:  # cannot happen after contains(): undo what this call took
+                for _, earlier in taken:
+                    earlier.ref_count_down()
                 raise Refused(f"get_blocking({key!r}) returned None")
+            taken.append((key, obj))
+        slot = {key: int(obj.metadata.address // CHUNK_BYTES) for key, obj in taken}
+        for key, obj in taken:
             self.reads.setdefault(key, []).append((self.resets, obj))
-            slot[key] = obj.metadata.address // CHUNK_BYTES
         return LoadOutcome(None, tuple(slot[k] for k in keys))
 
     def complete_load(self, keys: Sequence[Key], ticket: int | None) -> Completion | None:
-        for key in dict.fromkeys(keys):  # a key named twice is completed once
+        for key in self._held_reads(keys):
             self._release_read(key)
         return None
 
@@ -448,19 +471,30 @@ class DiskAdapter(_Base):
         return None
 
     def prepare_load(self, keys: Sequence[Key]) -> LoadOutcome:
-        for key in dict.fromkeys(keys):  # a key named twice is read once
+        """``pin`` then ``get_blocking`` per chunk, once every chunk is on disk (a read
+        refreshes the chunk in LMCache's LRU, which no undo could put back)."""
+        distinct = self._readable(keys)
+        missing = [key for key in distinct if key not in self.slot]
+        if missing:
+            raise RuntimeError(f"the adapter numbered no slot for {missing[0]!r}, which is "
+                               "on disk")
+        taken: list[tuple[Key, Any]] = []
+        for key in distinct:
             raw = self.keys(key)
-            if not self.backend.pin(raw):
-                raise Refused(f"pin({key!r}) returned False: the chunk is not on disk")
-            obj = self.backend.get_blocking(raw)
-            if obj is None:
+            obj = self.backend.get_blocking(raw) if self.backend.pin(raw) else None
+            if obj is None:  # cannot happen after contains(): undo what this call took
                 self.backend.unpin(raw)
-                raise Refused(f"get_blocking({key!r}) returned None")
+                for earlier, held in taken:
+                    held.ref_count_down()
+                    self.backend.unpin(self.keys(earlier))
+                raise Refused(f"pin or get_blocking({key!r}) failed")
+            taken.append((key, obj))
+        for key, obj in taken:
             self.reads.setdefault(key, []).append((self.resets, obj))
         return LoadOutcome(None, tuple(self.slot[k] for k in keys))
 
     def complete_load(self, keys: Sequence[Key], ticket: int | None) -> Completion | None:
-        for key in dict.fromkeys(keys):  # a key named twice is completed once
+        for key in self._held_reads(keys):
             self._release_read(key)
             self.backend.unpin(self.keys(key))
         self._renumber()

@@ -25,6 +25,12 @@ from .errors import TargetLoadError, UsageError
 PREFIX = "lmcache=="
 SUPPORTED = ("0.5.6",)
 """LMCache releases whose backends the adapters were written against."""
+DEFAULTS: dict[str, tuple[object, str]] = {
+    "max_keys_per_call": (1, "LMCache's backends store, read and evict one chunk per call"),
+}
+"""Options an ``lmcache==`` target sets when the user gives none: (value, why). A call
+naming several chunks is not all or nothing there (the first chunks are allocated,
+evicting, before a later one finds no room): a design, not a bug to report."""
 BACKENDS = {"lmcache-cpu": "cpu", "lmcache-disk": "disk"}
 """``--adapter`` values for LMCache targets, and the backend each drives."""
 

@@ -101,6 +101,24 @@ class Counters:
         self.examples = 0
         self.steps = 0
         self.failures = 0
+        self.first: PropertyViolation | None = None
+        """The first violation raised since the runner last cleared it: a failure that
+        Hypothesis then loses (its ``Flaky...`` errors on a target that does not fail
+        again, an error while it shrinks) is still the run's (see :mod:`.runner`)."""
+
+        self.first_error: BaseException | None = None
+        """The first error (not a violation) raised since the runner last cleared it: a
+        constructor that raised, say, which Hypothesis may report as a ``Flaky...``
+        error of its own."""
+
+    def saw(self, violation: PropertyViolation) -> None:
+        self.failures += 1
+        if self.first is None:
+            self.first = violation
+
+    def broke(self, error: BaseException) -> None:
+        if self.first_error is None:
+            self.first_error = error
 
 
 @dataclass
@@ -118,7 +136,7 @@ class Setup:
     def __post_init__(self) -> None:
         config, caps = self.config, self.capabilities
         self.unique = config.assumes("unique-keys")
-        self.limit = config.max_keys_per_call
+        self.limit = config.max_keys_per_call or 0
         self.stale = not config.assumes("no-stale-completions")
         self.reset_in_flight = not config.assumes("no-reset-in-flight")
         misuse = not config.assumes("no-misuse")
@@ -198,7 +216,7 @@ class LockstepMachine(RuleBasedStateMachine):
                 self.run.drain(stale_completions=setup.stale)
             except PropertyViolation as violation:
                 if violation.prop not in setup.silenced:
-                    setup.counters.failures += 1
+                    setup.counters.saw(violation)
                     raise
         if setup.on_progress is not None:
             setup.on_progress(setup.counters)
@@ -207,8 +225,12 @@ class LockstepMachine(RuleBasedStateMachine):
 
     def _fresh_target(self) -> None:
         config = replace(self.setup.config, capacity=self.capacity)
-        self.run = Lockstep(self.setup.make_adapter(self.capacity), config,
-                            silenced=self.setup.silenced)
+        try:
+            adapter = self.setup.make_adapter(self.capacity)
+        except Exception as error:
+            self.setup.counters.broke(error)
+            raise
+        self.run = Lockstep(adapter, config, silenced=self.setup.silenced)
         self.groups = []
 
     @property
@@ -234,10 +256,12 @@ class LockstepMachine(RuleBasedStateMachine):
                 self._fresh_target()  # already reported: go on with a fresh target
                 return None
             self.broken = True
-            setup.counters.failures += 1
+            setup.counters.saw(violation)
             raise
-        except BaseException:
+        except BaseException as error:
             self.broken = True
+            if isinstance(error, Exception):
+                setup.counters.broke(error)
             setup.counters.failures += 1
             raise
         if isinstance(output, StorePlan):

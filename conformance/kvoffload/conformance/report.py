@@ -16,10 +16,11 @@ from typing import Any
 
 from kvoffload.spec import Call
 
-from .config import describe_tiers
-from .errors import PropertyViolation, format_table
+from .config import CheckConfig, describe_tiers
+from .errors import MAX_MESSAGE, PropertyViolation, clip, format_table
 from .properties import PROPERTIES, describe
 from .runner import CheckResult, Failure
+from .targets import target_defaults
 
 SCHEMA = "kvoffload-conformance-report/1"
 
@@ -51,6 +52,7 @@ def failure_json(failure: Failure, reproducer: str | None) -> dict[str, Any]:
     """One distinct failure: its violation, how it replayed, when it was found."""
     return {**violation_json(failure.violation, reproducer), "flaky": failure.flaky,
             "replays": failure.replays, "reproduced": failure.reproduced,
+            "unreliable": failure.unreliable,
             "found_after_s": failure.found_after_s,
             "found_trace_calls": failure.found_trace_calls}
 
@@ -91,11 +93,24 @@ def configuration_text(result: CheckResult) -> str:
         f"policy         {config.policy.value}",
         f"level          {config.level.value}",
         f"assumptions    {', '.join(config.assume) or 'none'}",
+        f"keys per call  {keys_per_call_text(result.target, config)}",
         f"budget         {config.max_examples} examples x {config.steps} steps, "
         f"{describe_tiers(config.capacity)}, seed {config.seed}",
     ]
     lines += [f"calls          {what}: {how}" for what, how in result.alphabet.items()]
     return "\n".join(lines)
+
+
+def keys_per_call_text(target: str, config: CheckConfig) -> str:
+    """The limit on keys per generated call, and whose choice it is when the kind of
+    target chose it (``lmcache==``: one chunk per call)."""
+    limit = config.max_keys_per_call
+    text = f"at most {limit}" if limit else "no limit"
+    if "max_keys_per_call" in config.target_defaults:
+        why = target_defaults(target).get("max_keys_per_call", (None, ""))[1]
+        text += (f" (this target's default: {why}; --max-keys-per-call N to change it, "
+                 "0 for no limit)")
+    return text
 
 
 def summary_text(result: CheckResult) -> str:
@@ -109,7 +124,7 @@ def summary_text(result: CheckResult) -> str:
             status = f"not checked: {result.not_checked[prop]}"
         elif result.verdict == "fails" and result.config.stop_at_first:
             status = "held until the first failure (--stop-at-first)"
-        elif result.verdict == "error":
+        elif result.error is not None:
             status = "unknown (the run did not finish)"
         elif result.verdict == "interrupted":
             status = "held so far (interrupted by Ctrl-C)"
@@ -119,14 +134,19 @@ def summary_text(result: CheckResult) -> str:
     table = format_table(("property", "result", ""), rows)
     head = (f"{result.verdict.upper()}: {result.examples} examples, {result.steps} steps, "
             f"{result.seconds:.1f} s")
+    if result.violation is not None and result.error is not None:
+        head += ("\nafter the failure below was found, the run stopped on an error: "
+                 + clip(result.error.splitlines()[0], MAX_MESSAGE))
     return head + "\n" + "\n".join(line.rstrip() for line in table.splitlines())
 
 
 def _flaky_note(failure: Failure) -> str:
     if not failure.flaky:
         return ""
-    return (f" (flaky: the shrunk trace failed {failure.reproduced} of {failure.replays} "
-            "replays)")
+    why = [f"the shrunk trace failed {failure.reproduced} of {failure.replays} replays"]
+    if failure.unreliable is not None:
+        why.insert(0, failure.unreliable)
+    return f" (flaky: {'; '.join(why)})"
 
 
 def reproducer_path(report_dir: Path, violation: PropertyViolation) -> Path:

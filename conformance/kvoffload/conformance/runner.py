@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hypothesis import HealthCheck, Verbosity, seed, settings
-from hypothesis.errors import FlakyFailure
+from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
 from .adapter_api import Capabilities
@@ -24,7 +24,7 @@ from .machine import BURST, Counters, build_machine
 from .progress import Progress
 from .properties import PROPERTIES
 from .shrink import attempt, shrink
-from .targets import Prepared, prepare
+from .targets import Prepared, prepare, with_target_defaults
 
 _run_machine: Callable[..., None] = run_state_machine_as_test
 """Hypothesis's runner, typed here: some Hypothesis releases leave it unannotated."""
@@ -44,11 +44,14 @@ class Failure:
     """Of ``replays`` replays of the shrunk trace, how many failed the same property."""
     found_after_s: float = 0.0
     found_trace_calls: int = 0
+    unreliable: str | None = None
+    """Why the run saw this failure not come back (Hypothesis's ``Flaky...`` error on
+    replaying it); None if nothing did."""
 
     @property
     def flaky(self) -> bool:
-        """The shrunk trace did not fail on every replay."""
-        return self.reproduced < self.replays
+        """The shrunk trace did not fail on every replay, or the run saw it not come back."""
+        return self.reproduced < self.replays or self.unreliable is not None
 
 
 @dataclass
@@ -87,11 +90,13 @@ class CheckResult:
 
     @property
     def verdict(self) -> str:
+        """A failure found is never lost: "fails" as soon as there is one, whatever error
+        or interrupt came after it (``error`` is then reported beside it)."""
+        if self.violation is not None:
+            return "fails"
         if self.error is not None:
             return "error"
-        if self.violation is None and self.interrupted:
-            return "interrupted"
-        return "fails" if self.violation is not None else "conforms"
+        return "interrupted" if self.interrupted else "conforms"
 
     def raise_if_failed(self) -> None:
         """Raise the violation (shrunk trace and table in its message), or a RuntimeError
@@ -155,6 +160,7 @@ def run_check(
     failed are no longer checked, until every checked property has failed or the
     budget is spent (``config.stop_at_first``: after the first failure).
     """
+    config = with_target_defaults(target, config)  # lmcache==: one chunk per call
     prepared = prepare(target, config, obj)
     mark_running()  # loaded and built: from here, a process that dies fails the target
     if config.seed is None:
@@ -197,34 +203,60 @@ def _explore(result: CheckResult, prepared: Prepared, counters: Counters,
         deadline=None, suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
         verbosity=Verbosity.quiet, print_blob=False, **database_settings(config, result.target))
     found: PropertyViolation | None = None
+    unreliable: str | None = None
+    counters.first, counters.first_error = None, None
     try:
         _run_machine(seeded(machine), settings=options)
     except PropertyViolation as violation:
         found = violation
     except Interrupted:
         result.interrupted = True
-    except FlakyFailure as flaky:
-        seen = [e for e in flaky.exceptions if isinstance(e, PropertyViolation)]
-        if not seen:
-            result.error = f"the run was flaky: {flaky}"
-        found = seen[0] if seen else None
-    except Exception as error:  # a bug in the suite or a target that breaks Hypothesis
-        result.error = error_text(error)
+        found = counters.first
+    except Exception as error:  # Flaky..., a target that breaks Hypothesis, a suite bug
+        found, unreliable = _kept(error, counters, result)
     if found is None or found.prop in silenced:
         return False
     failure = Failure(found, found_after_s=round(time.perf_counter() - start, 3),
-                      found_trace_calls=len(found.trace))
+                      found_trace_calls=len(found.trace), unreliable=unreliable)
     result.failures.append(failure)
     if len(result.failures) == 1:
         result.extra["found_after_s"] = failure.found_after_s
         result.extra["found_trace_calls"] = failure.found_trace_calls
+    if result.interrupted:
+        return False
     try:
         failure.violation = shrink(prepared.make_adapter, config, found, silenced=silenced)
         _replay(failure, prepared, config, silenced)
     except Interrupted:
         result.interrupted = True
         return False
-    return True
+    except Exception as error:  # the target broke while its failure was shrunk or replayed
+        result.error = result.error or error_text(error)
+    return result.error is None  # after an error, the failure is reported, the error beside it
+
+
+def _kept(error: Exception, counters: Counters,
+          result: CheckResult) -> tuple[PropertyViolation | None, str | None]:
+    """What a round that ended on ``error`` found, never lost: the violation the error
+    holds, else the first one the round raised; and, for Hypothesis's ``Flaky...``
+    errors on a target whose answers change from run to run, why it is flaky. Any other
+    error goes into ``result.error``: the target's own where Hypothesis's hides it (a
+    constructor that raised), beside the failure if there is one."""
+    found = _violation_in(error) or counters.first
+    cause = counters.first_error
+    if found is not None and isinstance(error, Flaky) and cause is None:
+        return found, f"it did not come back when Hypothesis replayed it ({type(error).__name__})"
+    result.error = error_text(error if cause is None else cause)
+    return found, None
+
+
+def _violation_in(error: BaseException) -> PropertyViolation | None:
+    """The first PropertyViolation inside an exception group (a FlakyFailure holds the
+    failures Hypothesis saw), else None."""
+    for inner in getattr(error, "exceptions", ()):
+        if isinstance(inner, PropertyViolation):
+            return inner
+    return None
 
 
 def _replay(failure: Failure, prepared: Prepared, config: CheckConfig,

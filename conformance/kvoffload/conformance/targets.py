@@ -26,7 +26,7 @@ import sys
 import typing
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from .adapter_api import Adapter, Capabilities
 from .config import ADAPTERS, CheckConfig
 from .errors import TargetLoadError, UsageError
 from .explain import error_text
+from .lmcache_loader import DEFAULTS as LMCACHE_DEFAULTS
 from .lmcache_loader import is_lmcache_target, lmcache_factory
 from .native import NATIVE_METHODS, NativeAdapter
 from .vllm_adapters import ERA_SIGNATURES, era_of, factory_keywords
@@ -42,7 +43,11 @@ from .vllm_adapters import why as era_reason
 
 DEFAULT_TARGET = "kvoffload.impl:OffloadManager"
 __all__ = ["ADAPTERS", "DEFAULT_TARGET", "Prepared", "absolute_target", "load_object",
-           "prepare"]
+           "prepare", "target_defaults", "with_target_defaults"]
+
+GENERAL_DEFAULTS: dict[str, object] = {"max_keys_per_call": 0}
+"""Options whose default depends on the kind of target: their value for any target
+whose kind sets none (:func:`target_defaults`)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,26 @@ def absolute_target(target: str) -> str:
     if sep and (where.endswith(".py") or "/" in where) and Path(where).is_file():
         return f"{Path(where).resolve()}:{attr}"
     return target
+
+
+def target_defaults(text: str) -> dict[str, tuple[object, str]]:
+    """Options this kind of TARGET sets when the user gives none: name -> (value, why)."""
+    return dict(LMCACHE_DEFAULTS) if is_lmcache_target(text) else {}
+
+
+def with_target_defaults(text: str, config: CheckConfig) -> CheckConfig:
+    """``config`` with each option left unset (None) given its value: the kind of
+    target's (named in ``config.target_defaults``, so the header can say so), else the
+    general one (:data:`GENERAL_DEFAULTS`)."""
+    chosen = {name: value for name, (value, _) in target_defaults(text).items()
+              if getattr(config, name) is None}
+    values = {name: value for name, value in GENERAL_DEFAULTS.items()
+              if getattr(config, name) is None}
+    if not values:
+        return config
+    values.update(chosen)
+    named = tuple(dict.fromkeys((*config.target_defaults, *chosen)))
+    return replace(config, **values, target_defaults=named)  # type: ignore[arg-type]  # values are the fields' own types (GENERAL_DEFAULTS, DEFAULTS)
 
 
 def load_object(text: str, policy: str = "lru") -> Any:
