@@ -8,7 +8,7 @@ dropped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvoffload.spec import NO_RESET_IN_FLIGHT, NO_STALE_COMPLETIONS, Assumption, Op, Policy
 
@@ -16,7 +16,7 @@ from .explorer import Setup
 from .model import SPEC
 from .mutants import MUTANTS, MUTANTS_BY_NAME, Mutant
 from .node import Form
-from .properties import LIVENESS
+from .properties import LAWS_ALONE, LIVENESS
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Check:
     presets: tuple[str, ...] = ("tiny",)
 
 
-_SAFETY_NOTE = "every spec invariant and every call rule"
+_SAFETY_NOTE = "every spec invariant, every law and every call rule"
 _HOLD_BACK = MUTANTS_BY_NAME["ResetFreesRunningSlots"]
 _UNSAFE = frozenset({"ready_blocks_are_not_being_written", "running_copies_own_their_slots"})
 
@@ -104,3 +104,14 @@ CHECKS: tuple[Check, ...] = (
 )
 
 CHECKS_BY_NAME: dict[str, Check] = {c.name: c for c in CHECKS}
+
+
+def laws_only(check: Check) -> Check:
+    """``check`` with the comparison switched off: only the spec's second statement counts
+    (its laws on every call, its invariants in every node; no comparison with the spec's
+    transitions, no environment property, no liveness). A mutant must still be caught; the
+    spec must still hold (``python proofs/check.py --laws-only``)."""
+    expect = "holds" if check.setup.model == SPEC else "violated"
+    return Check(check.name, f"{check.about} [laws alone: the comparison off]",
+                 replace(check.setup, properties=LAWS_ALONE, liveness=False), expect,
+                 check.presets)

@@ -161,8 +161,8 @@ def explore(setup: Setup, bounds: Bounds, *, symmetry: bool = True,
     (``i`` is the node's number in the tree), for checks that need every edge.
     """
     start = time.perf_counter()
-    env = Environment(setup.model, bounds, setup.form)
     selected = _selected(setup)
+    env = Environment(setup.model, bounds, setup.form, selected)
     keys = bounds.keys
     root = initial_node(bounds, setup.policy)
     cache: dict[Node, tuple[Hashable, object]] = {}
@@ -265,8 +265,8 @@ def replay(setup: Setup, bounds: Bounds, trace: Iterable[Action]
     broken on the way, of those the setup checks (None if none was). Raises ValueError
     if a call of the trace is not one the environment may make in the node it is made in.
     """
-    env = Environment(setup.model, bounds, setup.form)
     selected = _selected(setup)
+    env = Environment(setup.model, bounds, setup.form, selected)
     node = initial_node(bounds, setup.policy)
     nodes = [node]
     for action in trace:
@@ -293,7 +293,7 @@ def format_trace(trace: Sequence[Action]) -> str:
 
 def completions_reach_quiescence(setup: Setup, bounds: Bounds, node: Node) -> bool:
     """Can delivering completions alone lead from ``node`` to quiescence? (no reduction)"""
-    env = Environment(setup.model, bounds, setup.form)
+    env = Environment(setup.model, bounds, setup.form, frozenset())
     seen = {node}
     work = [node]
     while work:

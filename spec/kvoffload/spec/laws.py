@@ -22,16 +22,20 @@ recency order (``--level exact``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+from functools import cached_property
+from typing import TypeVar, cast
 
-from .calls import Call, Op, Output
+from .calls import COMPLETIONS, Call, Op, Output
 from .errors import NotReadable, UnmatchedCompleteLoad
 from .invariants import broken_invariants
 from .outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
 from .recency import ArcLists, LruOrder
 from .state import Block, CacheState, Orphan
 from .vocabulary import CopyKind, Key, LookupResult, Phase, Ticket
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ class Step:
     answer: Output | Exception
     after: CacheState | None
 
-    @property
+    @cached_property
     def keys(self) -> tuple[Key, ...]:
         """The call's keys without repeats, first occurrence wins (D2)."""
         seen: dict[Key, None] = {}
@@ -55,7 +59,7 @@ class Step:
             seen.setdefault(key, None)
         return tuple(seen)
 
-    @property
+    @cached_property
     def raised(self) -> bool:
         return isinstance(self.answer, Exception)
 
@@ -64,8 +68,27 @@ class Step:
         """The state after; the state before if the call raised."""
         return self.before if self.after is None else self.after
 
+    def derived(self, compute: Callable[[Step], T]) -> T:
+        """``compute(self)``, computed once per step (several laws read the same view)."""
+        memo: dict[object, object] = self.__dict__.setdefault("_derived", {})
+        if compute not in memo:
+            memo[compute] = compute(self)
+        return cast(T, memo[compute])
+
 
 Law = Callable[[Step], bool]
+
+_SPEAKS_OF: dict[str, frozenset[Op]] = {}
+"""The operations each law is about, by the law's name (it holds vacuously on others)."""
+
+
+def speaks_of(*ops: Op) -> Callable[[Law], Law]:
+    """Mark a law as one about calls of ``ops``: :func:`laws_of` then hands it only
+    those calls. The law itself stays total (on other calls it holds)."""
+    def mark(law: Law) -> Law:
+        _SPEAKS_OF[law.__name__] = frozenset(ops)
+        return law
+    return mark
 
 
 # --- reading a state (the laws' own helpers, never the transitions') --------------
@@ -123,7 +146,10 @@ _CHANGES: dict[Op, frozenset[str]] = {
 }
 """The fields of the state each operation may change; capacity and policy never change."""
 
+_FIELDS = tuple(f.name for f in fields(CacheState))
 
+
+@speaks_of(*Op)
 def errors_are_named_misuse(step: Step) -> bool:
     """D5, D6: the only errors are ``NotReadable`` from ``prepare_load`` and
     ``UnmatchedCompleteLoad`` from ``complete_load`` in vLLM's form; every other call
@@ -136,20 +162,22 @@ def errors_are_named_misuse(step: Step) -> bool:
     return wanted is not None and type(step.answer) is wanted
 
 
+@speaks_of(*Op)
 def misuse_changes_nothing(step: Step) -> bool:
     """D6: a call that raises changes nothing (it leaves no new state, or an equal one)."""
     return not step.raised or step.after is None or step.after == step.before
 
 
+@speaks_of(*Op)
 def each_operation_changes_only_its_fields(step: Step) -> bool:
     """The model: an answered call changes only the fields of the state its operation
     may change (lookup none, touch the recency order, take_events the subscriber's
     view, ...); capacity and policy never."""
-    if step.raised or step.after is None:
+    if step.raised or step.after is None or step.after is step.before:
         return True
     may = _CHANGES[step.call.op]
-    return all(getattr(step.after, f.name) == getattr(step.before, f.name)
-               for f in fields(CacheState) if f.name not in may)
+    return all(getattr(step.after, name) == getattr(step.before, name)
+               for name in _FIELDS if name not in may)
 
 
 # --- lookup (D1) -----------------------------------------------------------------
@@ -158,6 +186,7 @@ _ANSWER = {Phase.ABSENT: LookupResult.MISS, Phase.STORING: LookupResult.PENDING,
            Phase.READY: LookupResult.HIT}
 
 
+@speaks_of(Op.LOOKUP)
 def lookup_answers_the_phase(step: Step) -> bool:
     """D1: lookup answers MISS iff the key is ABSENT, PENDING iff STORING, HIT iff READY."""
     if step.call.op is not Op.LOOKUP:
@@ -165,6 +194,7 @@ def lookup_answers_the_phase(step: Step) -> bool:
     return step.answer is _ANSWER[_phase(step.before, step.call.keys[0])]
 
 
+@speaks_of(Op.LOOKUP)
 def lookup_is_pure(step: Step) -> bool:
     """D1: lookup returns the state it was given, unchanged."""
     return step.call.op is not Op.LOOKUP or step.after == step.before
@@ -173,6 +203,7 @@ def lookup_is_pure(step: Step) -> bool:
 # --- prepare_load (D2, D6, D7) ----------------------------------------------------
 
 
+@speaks_of(Op.PREPARE_LOAD)
 def prepare_load_needs_ready_blocks(step: Step) -> bool:
     """D6: prepare_load raises ``NotReadable`` iff one of its keys is not READY (the whole
     call fails, no key gains a reader)."""
@@ -182,6 +213,7 @@ def prepare_load_needs_ready_blocks(step: Step) -> bool:
     return unreadable == isinstance(step.answer, NotReadable)
 
 
+@speaks_of(Op.PREPARE_LOAD)
 def load_plan_reads_each_key_once(step: Step) -> bool:
     """D2, D7: a load plan names the call's keys once each, in call order, with the slot
     each block was stored in and the current epoch."""
@@ -194,6 +226,7 @@ def load_plan_reads_each_key_once(step: Step) -> bool:
     return (plan.keys, plan.slots, plan.epoch) == (step.keys, slots, step.before.epoch)
 
 
+@speaks_of(Op.PREPARE_LOAD)
 def prepare_load_adds_one_reader(step: Step) -> bool:
     """D2, D7: each key of an accepted prepare_load gains exactly one reader, the plan's
     job (its ticket, last); no other block changes."""
@@ -207,6 +240,7 @@ def prepare_load_adds_one_reader(step: Step) -> bool:
     return step.new.blocks == frozenset(expected.values())
 
 
+@speaks_of(Op.PREPARE_LOAD, Op.PREPARE_STORE)
 def plans_issue_a_fresh_ticket(step: Step) -> bool:
     """D7: every accepted plan (store or load) issues the next ticket, never issued
     before, and the next plan gets the one after it."""
@@ -258,10 +292,16 @@ def _landing(state: CacheState, key: Key, kind: CopyKind, ticket: Ticket | None
 
 
 def _landings(step: Step) -> dict[Key, tuple[str, Ticket | None]]:
+    """Where the completion lands for each of its keys, and the job it finishes there."""
+    return step.derived(_landings_of)
+
+
+def _landings_of(step: Step) -> dict[Key, tuple[str, Ticket | None]]:
     kind = _KIND[step.call.op]
     return {k: _landing(step.before, k, kind, step.call.ticket) for k in step.keys}
 
 
+@speaks_of(*COMPLETIONS)
 def completions_sort_keys_by_job(step: Step) -> bool:
     """D5, D7: a completion lists each key once: ``applied`` where the job runs on the
     live block (ticket form: job T; vLLM's form: the block's running job, for loads the
@@ -277,6 +317,7 @@ def completions_sort_keys_by_job(step: Step) -> bool:
                for where in (APPLIED, RELEASED, IGNORED))
 
 
+@speaks_of(Op.COMPLETE_LOAD)
 def complete_load_needs_a_load(step: Step) -> bool:
     """D5, D6: in vLLM's form complete_load raises ``UnmatchedCompleteLoad`` iff one of
     its keys has no load running, live or left by a reset; the ticket form never
@@ -288,6 +329,7 @@ def complete_load_needs_a_load(step: Step) -> bool:
     return unmatched == isinstance(step.answer, UnmatchedCompleteLoad)
 
 
+@speaks_of(Op.COMPLETE_LOAD)
 def complete_load_removes_the_finished_reader(step: Step) -> bool:
     """D5, D7: each applied key's block loses exactly the finished load (job T, or in
     vLLM's form the oldest reader); no other block changes."""
@@ -301,6 +343,7 @@ def complete_load_removes_the_finished_reader(step: Step) -> bool:
     return step.new.blocks == frozenset(expected.values())
 
 
+@speaks_of(Op.COMPLETE_STORE)
 def complete_store_applies_the_outcome(step: Step) -> bool:
     """D5: each applied key's block becomes READY in its slot, holding no ticket
     (success), or is gone and its slot free (failure); no other block changes."""
@@ -315,6 +358,7 @@ def complete_store_applies_the_outcome(step: Step) -> bool:
     return step.new.blocks == frozenset(expected.values())
 
 
+@speaks_of(*COMPLETIONS)
 def completions_release_orphan_jobs(step: Step) -> bool:
     """D7: each released key's copy (the one holding T; vLLM's form: the oldest) loses
     the finished job, and is gone with its last job, freeing its slot; no other copy
@@ -352,11 +396,16 @@ class _Room:
 
 
 def _room(step: Step) -> _Room:
+    return step.derived(_room_of)
+
+
+def _room_of(step: Step) -> _Room:
     s = step.before
     new = tuple(k for k in step.keys if _phase(s, k) is Phase.ABSENT)
     return _Room(new, _free(s), _evictable(s) - frozenset(step.keys))
 
 
+@speaks_of(Op.PREPARE_STORE)
 def store_rejects_only_when_unavoidable(step: Step) -> bool:
     """D3: prepare_store rejects iff free slots plus evictable blocks not named in the call
     are fewer than its new keys; the rejection says how many were needed and available."""
@@ -368,12 +417,14 @@ def store_rejects_only_when_unavoidable(step: Step) -> bool:
     return isinstance(step.answer, StorePlan)
 
 
+@speaks_of(Op.PREPARE_STORE)
 def rejection_changes_nothing(step: Step) -> bool:
     """D3: a rejected prepare_store leaves the state as it was: nothing evicted, no
     ticket issued, no events."""
     return not isinstance(step.answer, StoreRejected) or step.after == step.before
 
 
+@speaks_of(Op.PREPARE_STORE)
 def store_plan_names_the_absent_keys(step: Step) -> bool:
     """D2, D13: a store plan names the call's ABSENT keys once each, in call order (keys
     already STORING or READY are skipped), one slot each, and the current epoch."""
@@ -384,6 +435,7 @@ def store_plan_names_the_absent_keys(step: Step) -> bool:
             and plan.epoch == step.before.epoch)
 
 
+@speaks_of(Op.PREPARE_STORE)
 def store_evicts_exactly_what_is_needed(step: Step) -> bool:
     """D3: an accepted prepare_store evicts exactly as many distinct blocks as the free
     slots fall short of its new keys, never more."""
@@ -393,6 +445,7 @@ def store_evicts_exactly_what_is_needed(step: Step) -> bool:
     return len(plan.evicted) == len(set(plan.evicted)) == _room(step).needed
 
 
+@speaks_of(Op.PREPARE_STORE)
 def store_evicts_only_allowed_blocks(step: Step) -> bool:
     """D4: eviction takes only READY blocks without readers that the call does not name."""
     plan = step.answer
@@ -401,6 +454,7 @@ def store_evicts_only_allowed_blocks(step: Step) -> bool:
     return set(plan.evicted) <= _room(step).candidates
 
 
+@speaks_of(Op.PREPARE_STORE)
 def store_uses_free_slots(step: Step) -> bool:
     """D12: each new key gets its own slot, free before the call or freed by its
     evictions: never one a live block or a running copy holds."""
@@ -412,6 +466,7 @@ def store_uses_free_slots(step: Step) -> bool:
     return len(set(plan.slots)) == len(plan.slots) and set(plan.slots) <= _free(s) | freed
 
 
+@speaks_of(Op.PREPARE_STORE)
 def prepare_store_starts_the_stores(step: Step) -> bool:
     """D3, D7: after an accepted prepare_store the evicted blocks are gone and each new
     key is STORING in its planned slot under the plan's ticket; no other block changes."""
@@ -427,6 +482,7 @@ def prepare_store_starts_the_stores(step: Step) -> bool:
 # --- reset_cache (D7) and take_events (D8) ----------------------------------------
 
 
+@speaks_of(Op.RESET_CACHE)
 def reset_drops_every_block(step: Step) -> bool:
     """D7: reset_cache drops every block and starts the next epoch, which it returns."""
     if not _is(step, Op.RESET_CACHE):
@@ -435,6 +491,7 @@ def reset_drops_every_block(step: Step) -> bool:
     return not step.new.blocks and step.new.epoch == epoch and step.answer == epoch
 
 
+@speaks_of(Op.RESET_CACHE)
 def reset_holds_running_copies(step: Step) -> bool:
     """D7: reset_cache keeps every running copy as a copy holding its slot and its jobs'
     tickets, in the epoch it started in: a store for each STORING block, a load for
@@ -449,6 +506,7 @@ def reset_holds_running_copies(step: Step) -> bool:
     return step.new.orphans == s.orphans | stores | loads
 
 
+@speaks_of(Op.TAKE_EVENTS)
 def events_are_the_net_change(step: Step) -> bool:
     """D8: take_events reports as stored the READY keys not yet announced, and as removed
     the announced keys no longer READY."""
@@ -458,6 +516,7 @@ def events_are_the_net_change(step: Step) -> bool:
     return step.answer == Events(stored=ready - told, removed=told - ready)
 
 
+@speaks_of(Op.TAKE_EVENTS)
 def subscribers_learn_the_ready_set(step: Step) -> bool:
     """D8: after take_events the subscriber's view is the READY set (replaying the
     events from the start gives exactly the READY keys)."""
@@ -489,6 +548,7 @@ def _arc(step: Step) -> tuple[ArcLists, ArcLists] | None:
     return (a, b) if isinstance(a, ArcLists) and isinstance(b, ArcLists) else None
 
 
+@speaks_of(Op.RESET_CACHE)
 def reset_forgets_the_order(step: Step) -> bool:
     """D7, D10: reset_cache empties the eviction order (ARC: lists, ghosts and ``p``)."""
     if not _is(step, Op.RESET_CACHE):
@@ -499,6 +559,7 @@ def reset_forgets_the_order(step: Step) -> bool:
     return order == ArcLists(step.before.capacity)
 
 
+@speaks_of(*(op for op in Op if op is not Op.TOUCH))
 def lru_queue_follows_evictability(step: Step) -> bool:
     """D10 (LRU): on every call but touch, a block that stays evictable keeps its place,
     one no longer evictable leaves the queue, and one that becomes evictable joins the
@@ -511,6 +572,7 @@ def lru_queue_follows_evictability(step: Step) -> bool:
     return after.order == tuple(k for k in before.order if k in still) + _became_evictable(step)
 
 
+@speaks_of(Op.TOUCH)
 def lru_touch_moves_keys_to_the_recent_end(step: Step) -> bool:
     """D10 (LRU): touch moves its evictable keys to the most-recent end, the call's first
     key most recent; other keys keep their order."""
@@ -523,6 +585,7 @@ def lru_touch_moves_keys_to_the_recent_end(step: Step) -> bool:
     return after.order == rest + tuple(reversed(touched))
 
 
+@speaks_of(Op.PREPARE_STORE)
 def lru_evicts_the_least_recent(step: Step) -> bool:
     """D10 (LRU): prepare_store evicts the least recent evictable blocks not named in
     the call, least recent first."""
@@ -541,6 +604,7 @@ def _moved_to_recent_end(keys: tuple[Key, ...], moved: tuple[Key, ...],
             + tuple(k for k in moved if k in keys))
 
 
+@speaks_of(Op.LOOKUP, Op.PREPARE_LOAD, *COMPLETIONS, Op.TAKE_EVENTS)
 def arc_lists_follow_evictability(step: Step) -> bool:
     """D10 (ARC): on lookup, loads, completions and take_events, a block that becomes
     evictable moves to the most-recent end of its list (``t1`` or ``t2``), in call
@@ -556,6 +620,7 @@ def arc_lists_follow_evictability(step: Step) -> bool:
             and (after.b1, after.b2, after.p) == (before.b1, before.b2, before.p))
 
 
+@speaks_of(Op.TOUCH)
 def arc_touch_moves_keys_to_the_recent_end(step: Step) -> bool:
     """D10 (ARC): touch moves a READY key of ``t1`` and any key of ``t2`` to the
     most-recent end of ``t2``, a STORING key of ``t1`` to the most-recent end of
@@ -638,6 +703,7 @@ def _arc_requests(step: Step) -> tuple[ArcLists, tuple[Key, ...]] | None:
     return ArcLists(c, t1, t2, b1, b2, p), tuple(victims)
 
 
+@speaks_of(Op.PREPARE_STORE)
 def arc_evicts_the_replace_victim(step: Step) -> bool:
     """D10 (ARC): each new key of prepare_store is one request of the paper, in call
     order; when no slot is free for it, the victim is REPLACE's, taken among the
@@ -650,6 +716,7 @@ def arc_evicts_the_replace_victim(step: Step) -> bool:
     return found is not None and plan.evicted == found[1]
 
 
+@speaks_of(Op.PREPARE_STORE)
 def arc_store_updates_the_lists(step: Step) -> bool:
     """D10 (ARC): after an accepted prepare_store the lists, ghosts and ``p`` are those
     of the paper's requests, one per new key in call order: adapt, replace, insert
@@ -664,17 +731,14 @@ def arc_store_updates_the_lists(step: Step) -> bool:
 # --- all of them ---------------------------------------------------------------
 
 LIFECYCLE_LAWS: tuple[Law, ...] = (
-    errors_are_named_misuse,
-    misuse_changes_nothing,
-    each_operation_changes_only_its_fields,
     lookup_answers_the_phase,
     lookup_is_pure,
     prepare_load_needs_ready_blocks,
     load_plan_reads_each_key_once,
     prepare_load_adds_one_reader,
     plans_issue_a_fresh_ticket,
-    completions_sort_keys_by_job,
     complete_load_needs_a_load,
+    completions_sort_keys_by_job,
     complete_load_removes_the_finished_reader,
     complete_store_applies_the_outcome,
     completions_release_orphan_jobs,
@@ -689,8 +753,12 @@ LIFECYCLE_LAWS: tuple[Law, ...] = (
     reset_holds_running_copies,
     events_are_the_net_change,
     subscribers_learn_the_ready_set,
+    errors_are_named_misuse,
+    misuse_changes_nothing,
+    each_operation_changes_only_its_fields,
 )
-"""The laws any allowed victim satisfies (``--level any``)."""
+"""The laws any allowed victim satisfies (``--level any``): per operation, then those of
+every call."""
 
 POLICY_LAWS: tuple[Law, ...] = (
     reset_forgets_the_order,
@@ -709,6 +777,17 @@ LAWS: tuple[Law, ...] = LIFECYCLE_LAWS + POLICY_LAWS
 
 LAW_NAMES: tuple[str, ...] = tuple(law.__name__ for law in LAWS)
 
+_BY_OP: dict[tuple[Op, bool], tuple[Law, ...]] = {
+    (op, exact): tuple(law for law in (LAWS if exact else LIFECYCLE_LAWS)
+                       if op in _SPEAKS_OF[law.__name__])
+    for op in Op for exact in (True, False)}
+
+
+def laws_of(op: Op, exact: bool = True) -> tuple[Law, ...]:
+    """The laws about calls of ``op``, in :data:`LAWS` order (the others hold on them
+    vacuously); ``exact=False`` leaves the policy laws out."""
+    return _BY_OP[op, exact]
+
 
 def broken_laws(before: CacheState, call: Call, answer: Output | Exception,
                 after: CacheState | None, *, exact: bool = True) -> tuple[str, ...]:
@@ -716,6 +795,5 @@ def broken_laws(before: CacheState, call: Call, answer: Output | Exception,
     breaks; empty if it is a step the spec allows. ``exact=False`` leaves the policy
     laws out (any allowed victim and order). ``after`` is None when the call raised."""
     step = Step(before, call, answer, after)
-    laws: Iterable[Law] = LAWS if exact else LIFECYCLE_LAWS
-    broken = tuple(law.__name__ for law in laws if not law(step))
+    broken = tuple(law.__name__ for law in laws_of(call.op, exact) if not law(step))
     return broken + (() if after is None else broken_invariants(after))
