@@ -114,6 +114,10 @@ LIVENESS = "quiescence_reachable"
 ALL_PROPERTIES: tuple[str, ...] = (
     *(p.__name__ for p in NODE_PROPERTIES), *EDGE_PROPERTIES, LIVENESS)
 
+WITHOUT_LAWS: frozenset[str] = frozenset(ALL_PROPERTIES) - frozenset(LAW_NAMES)
+"""Every property but the laws: for checks whose point is elsewhere (a mutant under the
+assumption that hides it), where the laws would only repeat the comparison's verdict."""
+
 
 def broken(node: Node, selected: frozenset[str]) -> str | None:
     """The first selected node property ``node`` breaks, or None."""

@@ -23,8 +23,7 @@ recency order (``--level exact``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
-from functools import cached_property
+from dataclasses import dataclass, field, fields
 from typing import TypeVar, cast
 
 from .calls import COMPLETIONS, Call, Op, Output
@@ -50,18 +49,19 @@ class Step:
     call: Call
     answer: Output | Exception
     after: CacheState | None
+    keys: tuple[Key, ...] = field(init=False, repr=False, compare=False)
+    """The call's keys without repeats, first occurrence wins (D2)."""
+    raised: bool = field(init=False, repr=False, compare=False)
+    """Did the call raise?"""
 
-    @cached_property
-    def keys(self) -> tuple[Key, ...]:
-        """The call's keys without repeats, first occurrence wins (D2)."""
+    def __post_init__(self) -> None:
         seen: dict[Key, None] = {}
         for key in self.call.keys:
             seen.setdefault(key, None)
-        return tuple(seen)
-
-    @cached_property
-    def raised(self) -> bool:
-        return isinstance(self.answer, Exception)
+        # Derived once, on a frozen value: what several laws read.
+        object.__setattr__(self, "keys", tuple(seen))
+        object.__setattr__(self, "raised", isinstance(self.answer, Exception))
+        object.__setattr__(self, "_derived", {})
 
     @property
     def new(self) -> CacheState:
@@ -70,7 +70,7 @@ class Step:
 
     def derived(self, compute: Callable[[Step], T]) -> T:
         """``compute(self)``, computed once per step (several laws read the same view)."""
-        memo: dict[object, object] = self.__dict__.setdefault("_derived", {})
+        memo: dict[object, object] = self.__dict__["_derived"]
         if compute not in memo:
             memo[compute] = compute(self)
         return cast(T, memo[compute])
@@ -146,7 +146,9 @@ _CHANGES: dict[Op, frozenset[str]] = {
 }
 """The fields of the state each operation may change; capacity and policy never change."""
 
-_FIELDS = tuple(f.name for f in fields(CacheState))
+_KEPT = {op: tuple(f.name for f in fields(CacheState) if f.name not in may)
+         for op, may in _CHANGES.items()}
+"""The fields each operation leaves as they were."""
 
 
 @speaks_of(*Op)
@@ -175,9 +177,8 @@ def each_operation_changes_only_its_fields(step: Step) -> bool:
     view, ...); capacity and policy never."""
     if step.raised or step.after is None or step.after is step.before:
         return True
-    may = _CHANGES[step.call.op]
-    return all(getattr(step.after, name) == getattr(step.before, name)
-               for name in _FIELDS if name not in may)
+    before, after = step.before, step.after
+    return all(getattr(after, name) == getattr(before, name) for name in _KEPT[step.call.op])
 
 
 # --- lookup (D1) -----------------------------------------------------------------
@@ -528,6 +529,12 @@ def subscribers_learn_the_ready_set(step: Step) -> bool:
 
 def _became_evictable(step: Step) -> tuple[Key, ...]:
     """The call's keys that are evictable after it and were not before, in call order."""
+    return step.derived(_became_evictable_of)
+
+
+def _became_evictable_of(step: Step) -> tuple[Key, ...]:
+    if step.new.blocks is step.before.blocks:
+        return ()
     before, after = _evictable(step.before), _evictable(step.new)
     return tuple(k for k in step.keys if k in after and k not in before)
 
@@ -568,6 +575,8 @@ def lru_queue_follows_evictability(step: Step) -> bool:
     if lru is None or step.call.op is Op.TOUCH:
         return True
     before, after = lru
+    if step.new.blocks is step.before.blocks:  # the same blocks: the same evictable ones
+        return after.order == before.order
     still = _evictable(step.new)
     return after.order == tuple(k for k in before.order if k in still) + _became_evictable(step)
 
@@ -614,6 +623,8 @@ def arc_lists_follow_evictability(step: Step) -> bool:
     if arc is None or step.call.op in (Op.TOUCH, Op.PREPARE_STORE, Op.RESET_CACHE):
         return True
     before, after = arc
+    if step.new.blocks is step.before.blocks:  # the same blocks: nothing moves
+        return after == before
     live, moved = frozenset(step.new.table), _became_evictable(step)
     return (after.t1 == _moved_to_recent_end(before.t1, moved, live)
             and after.t2 == _moved_to_recent_end(before.t2, moved, live)
@@ -676,6 +687,10 @@ def _arc_requests(step: Step) -> tuple[ArcLists, tuple[Key, ...]] | None:
     the paper in call order: adapt ``p``; if no slot is free for it, REPLACE (the victim
     becomes the most recent ghost of its list); insert it (a ghost into ``t2``, any other
     key into ``t1``) and trim the ghosts. None if REPLACE finds no victim."""
+    return step.derived(_arc_requests_of)
+
+
+def _arc_requests_of(step: Step) -> tuple[ArcLists, tuple[Key, ...]] | None:
     arc = step.before.recency
     if not isinstance(arc, ArcLists):
         return None
