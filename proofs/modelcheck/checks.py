@@ -84,6 +84,11 @@ CHECKS: tuple[Check, ...] = (
           "report, so their held-back slots never come back)",
           Setup(SPEC, Form.VLLM, Policy.LRU, (NO_STALE_COMPLETIONS,),
                 properties=frozenset({LIVENESS})), "violated"),
+    Check("spec-vllm-form+no-stale-completions+no-reset-in-flight", "spec, vLLM "
+          "completions, assuming no-stale-completions and no-reset-in-flight, the pair "
+          f"that form needs: {_COMPARED_NOTE}, liveness",
+          Setup(SPEC, Form.VLLM, Policy.LRU, (NO_STALE_COMPLETIONS, NO_RESET_IN_FLIGHT),
+                properties=WITHOUT_LAWS), "holds"),
     Check("spec-vllm-form+no-reset-in-flight", "spec, vLLM completions, assuming "
           "no-reset-in-flight only: a duplicate or late completion within one epoch still "
           "lands on the key's next job",

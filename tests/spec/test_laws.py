@@ -303,3 +303,15 @@ def test_the_arc_ghost_case_adapts_p() -> None:
     after = _answer(state, _store("a")).new
     assert isinstance(after.recency, ArcLists)
     assert after.recency.p > state.recency.p
+
+
+def test_docs_link_every_law_to_its_rule() -> None:
+    """docs/spec.md's table of laws names every law, each beside the rule it states."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "spec.md").read_text()
+    section = text.split("## Laws: the spec stated twice", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| D") or
+            line.startswith("| the model")]
+    for name in LAW_NAMES:
+        assert any(f"`{name}`" in row for row in rows), name
