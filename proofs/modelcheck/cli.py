@@ -195,9 +195,9 @@ def mutant_table(rows: list[table.Row]) -> str:
     by the laws alone), beside the conformance suite's seeded bugs of the same class."""
     found = {row.command: row.result for row in rows}
     lines = ["| spec mutant (`--check mutant:NAME`) | decision | rule broken | caught by the "
-             "comparison (`--preset tiny`) | caught by the laws alone (`--preset tiny "
-             "--laws-only`) | hidden by | seeded bug of the same class in "
-             "`kvoffload.conformance.mutants` |",
+             "comparison: `python proofs/check.py --check mutant:NAME --preset tiny` | "
+             "caught by the laws alone: the same command with `--laws-only` | hidden by | "
+             "seeded bug of the same class in `kvoffload.conformance.mutants` |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for m in MUTANTS:
         check = CHECKS_BY_NAME[f"mutant:{m.name}"]
