@@ -27,7 +27,7 @@ from kvoffload.spec import NO_STALE_COMPLETIONS, Assumption, Policy
 
 from . import contracts, diffbehavior, rumur, table
 from .bounds import PRESETS, Bounds
-from .checks import CHECKS, CHECKS_BY_NAME, Check, laws_only
+from .checks import CHECKS, CHECKS_BY_NAME, LAWS_ROWS, Check, laws_only
 from .explorer import Result, explore, format_trace, stderr_progress
 from .mutants import MUTANTS
 from .node import Form
@@ -210,16 +210,16 @@ def mutant_table(rows: list[table.Row]) -> str:
     return "\n".join(lines)
 
 
-def _mutant_checks() -> list[Check]:
-    """The mutant checks, each recorded a second time with the laws alone."""
-    return [CHECKS_BY_NAME[f"mutant:{m.name}"] for m in MUTANTS]
+def _laws_rows() -> list[tuple[Check, Bounds]]:
+    """The checks recorded a second time with the laws alone, with their preset."""
+    return [(CHECKS_BY_NAME[name], PRESETS[preset]) for name, preset in LAWS_ROWS]
 
 
 def every_command() -> list[str]:
     """The command of every row of the README, in table order (nothing is run)."""
     commands = [check_command(c, preset)
                 for preset in PRESETS.values() for c in CHECKS if preset.name in c.presets]
-    commands += [check_command(c, PRESETS["tiny"], alone=True) for c in _mutant_checks()]
+    commands += [check_command(c, preset, alone=True) for c, preset in _laws_rows()]
     commands += [f"python proofs/check.py --rumur --preset {p}" for p in PRESETS]
     commands.append("python proofs/check.py --rumur --preset tiny --mutation TouchQueuesStoring")
     commands += [f"python proofs/check.py --refinement {n} --preset tiny" for n in REFINEMENTS]
@@ -256,7 +256,7 @@ def every_row(quiet: bool, long_rows: bool = True) -> list[Outcome]:
     outcomes: list[Outcome] = []
     for preset in PRESETS.values():
         outcomes += [run_check(c, preset, quiet) for c in CHECKS if preset.name in c.presets]
-    outcomes += [run_check(c, PRESETS["tiny"], quiet, alone=True) for c in _mutant_checks()]
+    outcomes += [run_check(c, preset, quiet, alone=True) for c, preset in _laws_rows()]
     for preset in PRESETS.values():
         outcomes.append(run_rumur(preset))
     outcomes.append(run_rumur(PRESETS["tiny"], "TouchQueuesStoring"))

@@ -21,7 +21,7 @@ from .bounds import Bounds
 from .environment import Environment
 from .model import Model
 from .node import Action, Form, Node, Outcome
-from .properties import ALL_PROPERTIES, LIVENESS, NODE_PROPERTIES, broken, is_quiescent
+from .properties import LIVENESS, NODE_PROPERTIES, WITHOUT_LAWS, broken, is_quiescent
 from .symmetry import canonical, ticket_form
 
 S = TypeVar("S")
@@ -37,7 +37,8 @@ class Setup:
     policy: Policy
     assumptions: tuple[Assumption, ...] = ()
     properties: frozenset[str] | None = None
-    """The properties that count (None: every one, liveness included if asked)."""
+    """The properties that count (None: every one but the laws, which have rows of their
+    own, ``--laws-only``; liveness included if asked)."""
     liveness: bool = True
 
 
@@ -148,7 +149,7 @@ def initial_node(bounds: Bounds, policy: Policy) -> Node:
 
 
 def _selected(setup: Setup) -> frozenset[str]:
-    chosen = frozenset(ALL_PROPERTIES) if setup.properties is None else setup.properties
+    chosen = WITHOUT_LAWS if setup.properties is None else setup.properties
     return chosen if setup.liveness else chosen - {LIVENESS}
 
 

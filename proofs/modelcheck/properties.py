@@ -115,8 +115,9 @@ ALL_PROPERTIES: tuple[str, ...] = (
     *(p.__name__ for p in NODE_PROPERTIES), *EDGE_PROPERTIES, LIVENESS)
 
 WITHOUT_LAWS: frozenset[str] = frozenset(ALL_PROPERTIES) - frozenset(LAW_NAMES)
-"""Every property but the laws: for checks whose point is elsewhere (a mutant under the
-assumption that hides it), where the laws would only repeat the comparison's verdict."""
+"""Every property but the laws: what a check counts by default. The laws have rows of
+their own (``--laws-only``), so that the comparison and the laws each show what they
+catch alone, and the default test tier pays for the laws only where they are the point."""
 
 
 def broken(node: Node, selected: frozenset[str]) -> str | None:

@@ -1,7 +1,8 @@
 """The recorded results of proofs/README.md reproduce: verdicts and state counts.
 
 Times are recorded for the reader and never compared. TINY rows run here; the SMALL
-rows, the ARC refinement rows and CrossHair are in the slow tier.
+rows, the ARC refinement rows, the laws-alone rows of spec-arc and of vLLM's form, and
+CrossHair are in the slow tier.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 import pytest
 from proofs.modelcheck import cli, table
 from proofs.modelcheck.bounds import PRESETS, TINY
-from proofs.modelcheck.checks import CHECKS_BY_NAME
+from proofs.modelcheck.checks import CHECKS_BY_NAME, LAWS_ROWS, SLOW_LAWS_ROWS
 from proofs.modelcheck.explorer import Result
 from proofs.modelcheck.mutants import MUTANTS
 
@@ -48,8 +49,19 @@ REFINEMENT_ROWS = [r for r in ROWS if "--refinement" in r.command]
 def test_every_tiny_check_has_a_row() -> None:
     recorded = {_name(r) for r in TINY_ROWS if not _alone(r)}
     assert recorded == {c.name for c in CHECKS_BY_NAME.values() if "tiny" in c.presets}
-    assert {_name(r) for r in SMALL_ROWS} == {
+    assert {_name(r) for r in SMALL_ROWS if not _alone(r)} == {
         c.name for c in CHECKS_BY_NAME.values() if "small" in c.presets}
+
+
+def test_the_laws_rows_are_recorded() -> None:
+    """Each check of LAWS_ROWS has its --laws-only row at its preset: the spec's hold
+    (the transitions satisfy every law), the mutants' are violated."""
+    recorded = {(_name(r), r.command.split("--preset ")[1].split()[0])
+                for r in CHECK_ROWS if _alone(r)}
+    assert recorded == set(LAWS_ROWS)
+    for row in CHECK_ROWS:
+        if _alone(row) and not _name(row).startswith("mutant:"):
+            assert row.result == "holds", row.command
 
 
 def test_every_mutant_is_recorded_caught_twice() -> None:
@@ -63,8 +75,13 @@ def test_every_mutant_is_recorded_caught_twice() -> None:
         assert by_laws.split()[1] in LAW_NAMES + INVARIANT_NAMES, by_laws
 
 
-@pytest.mark.parametrize("row", TINY_ROWS,
-                         ids=[_name(r) + (" --laws-only" if _alone(r) else "") for r in TINY_ROWS])
+def _tiny_param(row: table.Row) -> object:
+    slow = _alone(row) and _name(row) in SLOW_LAWS_ROWS
+    return pytest.param(row, marks=[pytest.mark.slow] if slow else [],
+                        id=_name(row) + (" --laws-only" if _alone(row) else ""))
+
+
+@pytest.mark.parametrize("row", [_tiny_param(r) for r in TINY_ROWS])
 def test_tiny_row_reproduces(row: table.Row, run_check: RunCheck) -> None:
     name = _name(row)
     alone = _alone(row)
@@ -74,10 +91,14 @@ def test_tiny_row_reproduces(row: table.Row, run_check: RunCheck) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("row", SMALL_ROWS, ids=[_name(r) for r in SMALL_ROWS])
+@pytest.mark.parametrize("row", SMALL_ROWS,
+                         ids=[_name(r) + (" --laws-only" if _alone(r) else "") for r in SMALL_ROWS])
 def test_small_row_reproduces(row: table.Row, run_check: RunCheck) -> None:
     name = _name(row)
-    again = cli.check_row(CHECKS_BY_NAME[name], PRESETS["small"], run_check(name, "small"))
+    alone = _alone(row)
+    again = cli.check_row(CHECKS_BY_NAME[name], PRESETS["small"],
+                          run_check(name, "small", alone), alone)
+    assert again.command == row.command
     assert (again.result, again.states) == (row.result, row.states)
 
 

@@ -315,3 +315,12 @@ def test_docs_link_every_law_to_its_rule() -> None:
             line.startswith("| the model")]
     for name in LAW_NAMES:
         assert any(f"`{name}`" in row for row in rows), name
+
+
+def test_laws_are_total_on_a_load_plan_for_an_absent_key() -> None:
+    """A wrong step naming a key the state does not hold breaks laws; it raises nothing."""
+    state = initial_state(2)
+    wrong = Step(state, _load("a"), LoadPlan(("a",), (0,), 0, 0),
+                 replace(state, next_ticket=1))
+    broken = broken_laws(wrong.before, wrong.call, wrong.answer, wrong.after)
+    assert {"prepare_load_needs_ready_blocks", "prepare_load_adds_one_reader"} <= set(broken)

@@ -236,7 +236,9 @@ def prepare_load_adds_one_reader(step: Step) -> bool:
     ticket = step.answer.ticket
     expected = {b.key: b for b in step.before.blocks}
     for key in step.keys:
-        b = expected[key]
+        b = expected.get(key)
+        if b is None:
+            return False  # no block to read: not a load of the spec's
         expected[key] = Block(b.key, b.phase, b.slot, b.ticket, (*b.loads, ticket))
     return step.new.blocks == frozenset(expected.values())
 
