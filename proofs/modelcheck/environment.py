@@ -38,7 +38,7 @@ class Environment:
     """The calls the environment may make in a node, and one call's outcome."""
 
     def __init__(self, model: Model, bounds: Bounds, form: Form,
-                 rules: frozenset[str] = step.EVERY_RULE) -> None:
+                 rules: frozenset[str] = step.DEFAULT_RULES) -> None:
         self.model = model
         self.bounds = bounds
         self.form = form
