@@ -8,7 +8,7 @@ dropped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvoffload.spec import NO_RESET_IN_FLIGHT, NO_STALE_COMPLETIONS, Assumption, Op, Policy
 
@@ -16,7 +16,7 @@ from .explorer import Setup
 from .model import SPEC
 from .mutants import MUTANTS, MUTANTS_BY_NAME, Mutant
 from .node import Form
-from .properties import LIVENESS
+from .properties import LAWS_ALONE, LIVENESS
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,11 @@ CHECKS: tuple[Check, ...] = (
           "report, so their held-back slots never come back)",
           Setup(SPEC, Form.VLLM, Policy.LRU, (NO_STALE_COMPLETIONS,),
                 properties=frozenset({LIVENESS})), "violated"),
+    Check("spec-vllm-form+no-stale-completions+no-reset-in-flight", "spec, vLLM "
+          "completions, assuming no-stale-completions and no-reset-in-flight, the pair "
+          f"that form needs: {_SAFETY_NOTE}, liveness",
+          Setup(SPEC, Form.VLLM, Policy.LRU, (NO_STALE_COMPLETIONS, NO_RESET_IN_FLIGHT)),
+          "holds"),
     Check("spec-vllm-form+no-reset-in-flight", "spec, vLLM completions, assuming "
           "no-reset-in-flight only: a duplicate or late completion within one epoch still "
           "lands on the key's next job",
@@ -104,3 +109,28 @@ CHECKS: tuple[Check, ...] = (
 )
 
 CHECKS_BY_NAME: dict[str, Check] = {c.name: c for c in CHECKS}
+
+
+LAWS_ROWS: tuple[tuple[str, str], ...] = (
+    ("spec-lru", "tiny"), ("spec-lru", "small"), ("spec-arc", "tiny"),
+    ("spec-vllm-form+no-stale-completions", "tiny"),
+    *((f"mutant:{m.name}", "tiny") for m in MUTANTS),
+)
+"""The checks recorded a second time with the laws alone (``--laws-only``), and at which
+preset: the spec's rows show that the transitions satisfy every law on every reachable
+call (the two statements agree), the mutant rows that the laws alone catch each mutant."""
+
+SLOW_LAWS_ROWS = frozenset({"spec-arc", "spec-vllm-form+no-stale-completions"})
+"""The TINY laws-alone rows that take more than a few seconds: the slow test tier reruns
+them (each explores thousands of states with the 33 laws on every call)."""
+
+
+def laws_only(check: Check) -> Check:
+    """``check`` with the comparison switched off: only the spec's second statement counts
+    (its laws on every call, its invariants in every node; no comparison with the spec's
+    transitions, no environment property, no liveness). A mutant must still be caught; the
+    spec must still hold (``python proofs/check.py --laws-only``)."""
+    expect = "holds" if check.setup.model == SPEC else "violated"
+    return Check(check.name, f"{check.about} [laws alone: the comparison off]",
+                 replace(check.setup, properties=LAWS_ALONE, liveness=False), expect,
+                 check.presets)

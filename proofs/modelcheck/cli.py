@@ -3,6 +3,8 @@
     python proofs/check.py                          every check at TINY
     python proofs/check.py --preset small           the checks that have a SMALL row
     python proofs/check.py --check spec-lru --preset small
+    python proofs/check.py --check mutant:EvictsPinnedBlock --laws-only
+                                                    the laws alone: no comparison
     python proofs/check.py --list                   the checks, what each checks
     python proofs/check.py --rumur --preset tiny    the Murphi model under rumur
     python proofs/check.py --refinement lru-safe    the reference manager against the spec
@@ -25,7 +27,7 @@ from kvoffload.spec import NO_STALE_COMPLETIONS, Assumption, Policy
 
 from . import contracts, diffbehavior, rumur, table
 from .bounds import PRESETS, Bounds
-from .checks import CHECKS, CHECKS_BY_NAME, Check
+from .checks import CHECKS, CHECKS_BY_NAME, LAWS_ROWS, Check, laws_only
 from .explorer import Result, explore, format_trace, stderr_progress
 from .mutants import MUTANTS
 from .node import Form
@@ -61,19 +63,35 @@ def _result_text(result: Result) -> str:
     return f"violated: {result.violation.prop} ({n} call{'' if n == 1 else 's'})"
 
 
-def check_row(check: Check, bounds: Bounds, result: Result) -> table.Row:
-    """The README row of one check's result."""
-    return table.Row(check.about, TOOL, bounds.name.upper(), "exhaustive",
+LAWS_ONLY = " --laws-only"
+
+
+def check_command(check: Check, bounds: Bounds, alone: bool = False) -> str:
+    """The command that reruns one check at one preset (``alone``: the laws alone)."""
+    return (f"python proofs/check.py --check {check.name} --preset {bounds.name}"
+            + (LAWS_ONLY if alone else ""))
+
+
+def check_row(check: Check, bounds: Bounds, result: Result, alone: bool = False) -> table.Row:
+    """The README row of one check's result (``alone``: run with ``--laws-only``)."""
+    about = laws_only(check).about if alone else check.about
+    return table.Row(about, TOOL, bounds.name.upper(), "exhaustive",
                      _result_text(result), str(result.states), f"{result.seconds:.1f} s",
-                     f"python proofs/check.py --check {check.name} --preset {bounds.name}")
+                     check_command(check, bounds, alone))
 
 
-def run_check(check: Check, bounds: Bounds, quiet: bool = False) -> Outcome:
-    """Explore one check at one preset; print its verdict, figures and any trace."""
+def run_check(check: Check, bounds: Bounds, quiet: bool = False, alone: bool = False
+              ) -> Outcome:
+    """Explore one check at one preset; print its verdict, figures and any trace.
+    ``alone``: with the comparison off, only the laws and invariants count."""
+    name = check.name + (" (laws alone)" if alone else "")
+    row_check = check
+    if alone:
+        check = laws_only(check)
     result = explore(check.setup, bounds, progress=None if quiet else stderr_progress)
     ok = result.verdict == check.expect
     mark = "" if ok else f"  UNEXPECTED (the check calls for: {check.expect})"
-    print(f"{check.name} [{bounds.name.upper()}]: {result.verdict} - {result.states} states, "
+    print(f"{name} [{bounds.name.upper()}]: {result.verdict} - {result.states} states, "
           f"{result.transitions} calls, depth {result.depth}, {result.seconds:.1f} s{mark}",
           flush=True)
     trace = ""
@@ -81,9 +99,9 @@ def run_check(check: Check, bounds: Bounds, quiet: bool = False) -> Outcome:
         v = result.violation
         listing = format_trace(v.trace) if v.trace else "(the initial state)"
         print(f"  {v.prop}: {v.detail}\n" + "    " + listing.replace("\n", "\n    "))
-        trace = (f"**{check.name}** ({bounds.name.upper()}): `{v.prop}` - {v.detail}\n\n"
+        trace = (f"**{name}** ({bounds.name.upper()}): `{v.prop}` - {v.detail}\n\n"
                  f"```\n{listing}\n```\n")
-    return Outcome(check_row(check, bounds, result), ok, trace)
+    return Outcome(check_row(row_check, bounds, result, alone), ok, trace)
 
 
 def run_rumur(bounds: Bounds, mutation: str | None = None, symmetry: str = "exhaustive",
@@ -172,23 +190,36 @@ def run_diffbehavior(other: str, timeout: float = diffbehavior.TIMEOUT) -> Outco
     return Outcome(row, expected)
 
 
-def mutant_table() -> str:
-    """The spec mutants beside the conformance suite's seeded bugs of the same class."""
-    lines = ["| spec mutant (`--check mutant:NAME`) | decision | rule broken | hidden by "
-             "| seeded bug of the same class in `kvoffload.conformance.mutants` |",
-             "| --- | --- | --- | --- | --- |"]
+def mutant_table(rows: list[table.Row]) -> str:
+    """The spec mutants, each caught twice at TINY (by the comparison with the spec, and
+    by the laws alone), beside the conformance suite's seeded bugs of the same class."""
+    found = {row.command: row.result for row in rows}
+    lines = ["| spec mutant (`--check mutant:NAME`) | decision | rule broken | caught by the "
+             "comparison: `python proofs/check.py --check mutant:NAME --preset tiny` | "
+             "caught by the laws alone: the same command with `--laws-only` | hidden by | "
+             "seeded bug of the same class in `kvoffload.conformance.mutants` |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for m in MUTANTS:
+        check = CHECKS_BY_NAME[f"mutant:{m.name}"]
+        caught = [found.get(check_command(check, PRESETS["tiny"], alone), NOT_RERUN)
+                  for alone in (False, True)]
         suite = f"`{m.name}`" if m.in_suite else "none (a spec-level rule)"
         hidden = f"`{m.hidden_by.name}`" if m.hidden_by else "-"
-        lines.append(f"| `{m.name}` | {m.decision} | {m.rule.replace('|', '/')} | {hidden} "
-                     f"| {suite} |")
+        lines.append(f"| `{m.name}` | {m.decision} | {m.rule.replace('|', '/')} | {caught[0]} "
+                     f"| {caught[1]} | {hidden} | {suite} |")
     return "\n".join(lines)
+
+
+def _laws_rows() -> list[tuple[Check, Bounds]]:
+    """The checks recorded a second time with the laws alone, with their preset."""
+    return [(CHECKS_BY_NAME[name], PRESETS[preset]) for name, preset in LAWS_ROWS]
 
 
 def every_command() -> list[str]:
     """The command of every row of the README, in table order (nothing is run)."""
-    commands = [f"python proofs/check.py --check {c.name} --preset {preset.name}"
+    commands = [check_command(c, preset)
                 for preset in PRESETS.values() for c in CHECKS if preset.name in c.presets]
+    commands += [check_command(c, preset, alone=True) for c, preset in _laws_rows()]
     commands += [f"python proofs/check.py --rumur --preset {p}" for p in PRESETS]
     commands.append("python proofs/check.py --rumur --preset tiny --mutation TouchQueuesStoring")
     commands += [f"python proofs/check.py --refinement {n} --preset tiny" for n in REFINEMENTS]
@@ -200,15 +231,20 @@ def every_command() -> list[str]:
 NOT_RERUN = "not rerun since the last change of the spec"
 
 
-def updated_rows(ran: list[table.Row]) -> list[table.Row]:
+def updated_rows(ran: list[table.Row], recorded: list[table.Row] | None = None
+                 ) -> list[table.Row]:
     """Every row of the README in table order: the ones just run, and for the others a
-    row that says they were not rerun (never an old result against an older spec)."""
+    row that says they were not rerun (never an old result against an older spec), or
+    with ``recorded`` (``--keep-recorded``), the row recorded before for that command."""
     fresh: dict[str, list[table.Row]] = {}
     for row in ran:
         fresh.setdefault(row.command, []).append(row)
+    old: dict[str, list[table.Row]] = {}
+    for row in recorded or ():
+        old.setdefault(row.command, []).append(row)
     rows = []
     for command in every_command():
-        done = fresh.get(command)
+        done = fresh.get(command) or old.get(command)
         rows.append(done.pop(0) if done else table.Row(
             "-", "-", "-", "-", NOT_RERUN, "-", "-", command))
     return rows
@@ -220,6 +256,7 @@ def every_row(quiet: bool, long_rows: bool = True) -> list[Outcome]:
     outcomes: list[Outcome] = []
     for preset in PRESETS.values():
         outcomes += [run_check(c, preset, quiet) for c in CHECKS if preset.name in c.presets]
+    outcomes += [run_check(c, preset, quiet, alone=True) for c, preset in _laws_rows()]
     for preset in PRESETS.values():
         outcomes.append(run_rumur(preset))
     outcomes.append(run_rumur(PRESETS["tiny"], "TouchQueuesStoring"))
@@ -236,6 +273,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), help="the bounds (default tiny)")
     parser.add_argument("--check", action="append", metavar="NAME", help="run this check")
+    parser.add_argument("--laws-only", action="store_true",
+                        help="with --check (or none): the comparison with the spec's "
+                        "transitions off, and every environment property and liveness too: "
+                        "only the spec's laws and invariants count (a mutant must still be "
+                        "caught, the spec must still hold)")
     parser.add_argument("--list", action="store_true", help="list the checks")
     parser.add_argument("--rumur", action="store_true", help="run the Murphi model")
     parser.add_argument("--mutation", choices=sorted(RUMUR_MUTATIONS))
@@ -258,6 +300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--update-readme", action="store_true",
                         help="rewrite the results in proofs/README.md with the rows run "
                         "now; every other row says it was not rerun")
+    parser.add_argument("--keep-recorded", action="store_true",
+                        help="with --update-readme: rows not run now keep what was recorded "
+                        "(only when neither the spec nor the manager changed since)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
     bounds = PRESETS[args.preset or "tiny"]
@@ -287,12 +332,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"unknown check(s) {unknown}; see --list")
         chosen = [CHECKS_BY_NAME[n] for n in args.check] if args.check else [
             c for c in CHECKS if bounds.name in c.presets]
-        outcomes += [run_check(c, bounds, args.quiet) for c in chosen]
+        outcomes += [run_check(c, bounds, args.quiet, args.laws_only) for c in chosen]
     failed = [o.row.command for o in outcomes if not o.expected]
     if args.write_readme or args.update_readme:
         rows = [o.row for o in outcomes]
-        table.write(rows if args.write_readme else updated_rows(rows),
-                    "\n".join(o.trace for o in outcomes if o.trace), mutant_table())
+        if args.update_readme:
+            rows = updated_rows(rows, table.read() if args.keep_recorded else None)
+        traces = "\n".join(o.trace for o in outcomes if o.trace)
+        if args.keep_recorded and not traces.strip():
+            traces = table.read_traces()
+        table.write(rows, traces, mutant_table(rows))
         print(f"wrote {table.README}")
     if failed:
         print(f"{len(failed)} verdict(s) differ from what the checks call for:", *failed,

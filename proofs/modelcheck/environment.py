@@ -37,10 +37,13 @@ from .node import LOAD, STORE, Action, Form, Node, Outcome, finished_ticket, job
 class Environment:
     """The calls the environment may make in a node, and one call's outcome."""
 
-    def __init__(self, model: Model, bounds: Bounds, form: Form) -> None:
+    def __init__(self, model: Model, bounds: Bounds, form: Form,
+                 rules: frozenset[str] = step.DEFAULT_RULES) -> None:
         self.model = model
         self.bounds = bounds
         self.form = form
+        self.rules = rules
+        """The call rules :meth:`step` checks (:mod:`.step`); the others are not computed."""
         self._sequences = bounds.sequences()
         self._renaming = symmetry.CallRenaming(bounds.keys)
 
@@ -63,7 +66,7 @@ class Environment:
 
     def step(self, node: Node, action: Action) -> Outcome:
         """Run ``action`` on ``node`` with the model; check the call's rules."""
-        return step.step(self.model, self.form, node, action)
+        return step.step(self.model, self.form, node, action, self.rules)
 
     def _all_actions(self, node: Node) -> Iterator[Action]:
         s = node.state

@@ -21,7 +21,7 @@ from .bounds import Bounds
 from .environment import Environment
 from .model import Model
 from .node import Action, Form, Node, Outcome
-from .properties import ALL_PROPERTIES, LIVENESS, NODE_PROPERTIES, broken, is_quiescent
+from .properties import LIVENESS, NODE_PROPERTIES, WITHOUT_LAWS, broken, is_quiescent
 from .symmetry import canonical, ticket_form
 
 S = TypeVar("S")
@@ -37,7 +37,8 @@ class Setup:
     policy: Policy
     assumptions: tuple[Assumption, ...] = ()
     properties: frozenset[str] | None = None
-    """The properties that count (None: every one, liveness included if asked)."""
+    """The properties that count (None: every one but the laws, which have rows of their
+    own, ``--laws-only``; liveness included if asked)."""
     liveness: bool = True
 
 
@@ -148,7 +149,7 @@ def initial_node(bounds: Bounds, policy: Policy) -> Node:
 
 
 def _selected(setup: Setup) -> frozenset[str]:
-    chosen = frozenset(ALL_PROPERTIES) if setup.properties is None else setup.properties
+    chosen = WITHOUT_LAWS if setup.properties is None else setup.properties
     return chosen if setup.liveness else chosen - {LIVENESS}
 
 
@@ -161,8 +162,8 @@ def explore(setup: Setup, bounds: Bounds, *, symmetry: bool = True,
     (``i`` is the node's number in the tree), for checks that need every edge.
     """
     start = time.perf_counter()
-    env = Environment(setup.model, bounds, setup.form)
     selected = _selected(setup)
+    env = Environment(setup.model, bounds, setup.form, selected)
     keys = bounds.keys
     root = initial_node(bounds, setup.policy)
     cache: dict[Node, tuple[Hashable, object]] = {}
@@ -265,8 +266,8 @@ def replay(setup: Setup, bounds: Bounds, trace: Iterable[Action]
     broken on the way, of those the setup checks (None if none was). Raises ValueError
     if a call of the trace is not one the environment may make in the node it is made in.
     """
-    env = Environment(setup.model, bounds, setup.form)
     selected = _selected(setup)
+    env = Environment(setup.model, bounds, setup.form, selected)
     node = initial_node(bounds, setup.policy)
     nodes = [node]
     for action in trace:
@@ -293,7 +294,7 @@ def format_trace(trace: Sequence[Action]) -> str:
 
 def completions_reach_quiescence(setup: Setup, bounds: Bounds, node: Node) -> bool:
     """Can delivering completions alone lead from ``node`` to quiescence? (no reduction)"""
-    env = Environment(setup.model, bounds, setup.form)
+    env = Environment(setup.model, bounds, setup.form, frozenset())
     seen = {node}
     work = [node]
     while work:

@@ -1,6 +1,8 @@
-"""Properties of every reachable node: the spec's invariants and the environment's.
+"""Properties of every reachable node and call: the spec's invariants and laws, and the
+environment's.
 
-The spec's :data:`~kvoffload.spec.invariants.INVARIANTS` speak of the state alone. The
+The spec's :data:`~kvoffload.spec.invariants.INVARIANTS` speak of the state alone, its
+:data:`~kvoffload.spec.laws.LAWS` of one call (checked on every call, :mod:`.step`). The
 environment-level properties relate the state to the copies workers are really running
 (the outstanding jobs), which the state cannot know about when the API carries no job
 identity: that is where the hazards of DESIGN.md point 7 live.
@@ -12,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from kvoffload.spec import INVARIANTS, CopyKind, Phase
+from kvoffload.spec.laws import LAW_NAMES
 
 from .node import LOAD, STORE, Node
 
@@ -89,17 +92,32 @@ NODE_PROPERTIES: tuple[NodeProperty, ...] = (
     *(_lift(inv) for inv in INVARIANTS), *ENVIRONMENT_PROPERTIES)
 """Every property checked in every reachable node, spec invariants first."""
 
+COMPARISON = "follows_the_spec"
+"""The comparison with the unmutated spec: a replaced operation answers as the spec's."""
+
 EDGE_PROPERTIES: tuple[str, ...] = (
-    "follows_the_spec", "completions_attributed", "legit_calls_accepted",
+    COMPARISON, *LAW_NAMES, "completions_attributed", "legit_calls_accepted",
     "no_internal_errors",
 )
-"""The rules each single call is checked against (:mod:`.step`)."""
+"""The rules each single call is checked against (:mod:`.step`): the comparison, the
+spec's laws (one property each), and the environment's rules."""
+
+LAWS_ALONE: frozenset[str] = frozenset(
+    {*(inv.__name__ for inv in INVARIANTS), *LAW_NAMES})
+"""The spec's second statement on its own: its laws on every call and its invariants in
+every node; no comparison with the spec's transitions, no environment property, no
+liveness (``python proofs/check.py --laws-only``)."""
 
 LIVENESS = "quiescence_reachable"
 """From every reachable node, delivering completions can reach quiescence."""
 
 ALL_PROPERTIES: tuple[str, ...] = (
     *(p.__name__ for p in NODE_PROPERTIES), *EDGE_PROPERTIES, LIVENESS)
+
+WITHOUT_LAWS: frozenset[str] = frozenset(ALL_PROPERTIES) - frozenset(LAW_NAMES)
+"""Every property but the laws: what a check counts by default. The laws have rows of
+their own (``--laws-only``), so that the comparison and the laws each show what they
+catch alone, and the default test tier pays for the laws only where they are the point."""
 
 
 def broken(node: Node, selected: frozenset[str]) -> str | None:

@@ -1,17 +1,22 @@
 """One call on the model under check, and the rules checked on that call.
 
-The call rules of ``docs/spec.md`` (D1 to D8) are stated once, by the spec's
-transitions: a model that replaces an operation (a mutant) must answer every call as
-the spec's own transition does on the same state with the same free-slot choice
-(``follows_the_spec``). What the spec cannot state is the environment's part: which copy
-a completion really reports (``completions_attributed``), that the completion of a
-running copy is never refused (``legit_calls_accepted``), and that nothing raises an
-error other than a typed misuse error (``no_internal_errors``).
+The call rules of ``docs/spec.md`` are stated twice, and both statements are checked on
+every call. Once by the spec's transitions: a model that replaces an operation (a
+mutant) must answer every call as the spec's own transition does on the same state with
+the same free-slot choice (``follows_the_spec``, the comparison). Once by the spec's
+laws (:mod:`kvoffload.spec.laws`), which never run a transition: every call of every
+model, the spec's included, must satisfy each of them (a broken one is reported by its
+name). What the spec cannot state is the environment's part: which copy a completion
+really reports (``completions_attributed``), that the completion of a running copy is
+never refused (``legit_calls_accepted``), and that nothing raises an error other than a
+typed misuse error (``no_internal_errors``). Only the rules the check selects are
+computed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 
 from kvoffload.spec import (
     CacheState,
@@ -25,31 +30,42 @@ from kvoffload.spec import (
     StorePlan,
     unique,
 )
+from kvoffload.spec.laws import LAW_NAMES, Law, Step, laws_of
 
 from .model import Model, spec_transition
 from .node import LOAD, STORE, Action, Form, Job, Node, Outcome
+from .properties import COMPARISON, EDGE_PROPERTIES
 
 Broken = tuple[str, str] | None
 
+_LAWS = frozenset(LAW_NAMES)
+DEFAULT_RULES = frozenset(EDGE_PROPERTIES) - _LAWS
+"""What a call is checked against unless a check selects otherwise: every rule but the
+laws, which have rows of their own (``--laws-only``)."""
 
-def step(model: Model, form: Form, node: Node, action: Action) -> Outcome:
-    """Run ``action`` on ``node`` with ``model``; check the call's rules."""
+
+def step(model: Model, form: Form, node: Node, action: Action,
+         rules: frozenset[str] = DEFAULT_RULES) -> Outcome:
+    """Run ``action`` on ``node`` with ``model``; check the call's rules that are in
+    ``rules`` (the first one broken is reported)."""
     s, call = node.state, action.call
     try:
         new, out = model.apply(s, call, action.slots)
     except MisuseError as error:
-        broken = _differs(model, node, action, error)
-        if broken is None and action.jobs:
+        broken = _call_rules(rules, model, node, action, error, None)
+        if broken is None and action.jobs and "legit_calls_accepted" in rules:
             broken = ("legit_calls_accepted", f"{call} completes a running copy but "
                       f"raised {error}")
         return Outcome(None, error, broken)
     except KvOffloadError as error:
-        return Outcome(None, error, ("no_internal_errors", f"{call} raised {error!r}"))
-    broken = _differs(model, node, action, (new, out))
+        if "no_internal_errors" in rules:
+            return Outcome(None, error, ("no_internal_errors", f"{call} raised {error!r}"))
+        return Outcome(None, error, _call_rules(rules, model, node, action, error, None))
+    broken = _call_rules(rules, model, node, action, out, new)
     jobs = _jobs_after(node, action, out)
     done = node.done
     if action.jobs:
-        if broken is None:
+        if broken is None and "completions_attributed" in rules:
             broken = _check_attributed(form, node, action, out)
         if form is Form.VLLM:
             done = _remembered(done, action.jobs)
@@ -67,13 +83,53 @@ def _remembered(done: tuple[tuple[str, str, int], ...], finished: Sequence[Job]
     return tuple(sorted((kind, key, ticket) for (kind, key), ticket in latest.items()))
 
 
+def _call_rules(rules: frozenset[str], model: Model, node: Node, action: Action,
+                answer: Output | Exception, after: CacheState | None) -> Broken:
+    """The comparison with the spec (if selected), then the selected laws."""
+    if COMPARISON in rules:
+        got = answer if isinstance(answer, Exception) else (after, answer)
+        broken = _differs(model, node, action, got)
+        if broken is not None:
+            return broken
+    if rules & _LAWS:
+        return _lawless(rules, Step(node.state, action.call, answer, after))
+    return None
+
+
+def _lawless(rules: frozenset[str], observed: Step) -> Broken:
+    """The first selected law the call breaks, with the law's statement."""
+    for law in _selected_laws(observed.call.op, rules):
+        if not law(observed):
+            rule = " ".join((law.__doc__ or "").split())
+            left = "no state (it raised)" if observed.after is None else _changed(observed)
+            return (law.__name__, f"{observed.call} answers {observed.answer!r} and leaves "
+                    f"{left}; this breaks the law: {rule}")
+    return None
+
+
+@cache
+def _selected_laws(op: Op, rules: frozenset[str]) -> tuple[Law, ...]:
+    """The laws about ``op`` that are among ``rules``."""
+    return tuple(law for law in laws_of(op) if law.__name__ in rules)
+
+
+def _changed(observed: Step) -> str:
+    """The fields the call changed, as they are after it."""
+    after = observed.after
+    fields = [f for f in ("blocks", "orphans", "recency", "epoch", "announced", "next_ticket")
+              if after is not None and getattr(after, f) != getattr(observed.before, f)]
+    if not fields:
+        return "the state unchanged"
+    return f"{', '.join(fields)}: {_fields(after, fields)}"
+
+
 def _differs(model: Model, node: Node, action: Action,
-             got: tuple[object, Output] | MisuseError) -> Broken:
+             got: tuple[object, Output] | Exception) -> Broken:
     """Did a replaced operation answer otherwise than the spec's transition would?"""
     if action.call.op not in model.replaced:
         return None
     try:
-        want: tuple[object, Output] | MisuseError = spec_transition(
+        want: tuple[object, Output] | Exception = spec_transition(
             node.state, action.call, action.slots)
     except MisuseError as error:
         want = error
@@ -93,7 +149,7 @@ def _differs(model: Model, node: Node, action: Action,
             f"{_describe(want)}; the model's {_describe(got)}")
 
 
-def _describe(result: tuple[object, Output] | MisuseError) -> str:
+def _describe(result: tuple[object, Output] | Exception) -> str:
     if isinstance(result, BaseException):
         return f"raises {type(result).__name__}"
     return f"returns {result[1]!r}"

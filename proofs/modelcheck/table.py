@@ -64,6 +64,13 @@ def write(rows: list[Row], traces: str, mutants: str = "", path: Path = README) 
     path.write_text(text)
 
 
+def read_traces(path: Path = README) -> str:
+    """The recorded counterexample traces, as written."""
+    text = path.read_text()
+    a, b = _between(text, TRACES_BEGIN, TRACES_END)
+    return text[a:b].strip()
+
+
 def read(path: Path = README) -> list[Row]:
     """The recorded rows."""
     text = path.read_text()

@@ -18,19 +18,21 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from proofs.modelcheck.bounds import PRESETS  # noqa: E402 - after the root goes on sys.path
-from proofs.modelcheck.checks import CHECKS_BY_NAME  # noqa: E402 - after the root goes on sys.path
+from proofs.modelcheck.checks import CHECKS_BY_NAME, laws_only  # noqa: E402 - after the root goes on sys.path
 from proofs.modelcheck.explorer import Result, explore  # noqa: E402 - after the root goes on sys.path
 
 RunCheck = Callable[..., Result]
 
 
 @cache
-def _run_check(name: str, preset: str = "tiny") -> Result:
-    return explore(CHECKS_BY_NAME[name].setup, PRESETS[preset])
+def _run_check(name: str, preset: str = "tiny", alone: bool = False) -> Result:
+    check = CHECKS_BY_NAME[name]
+    return explore((laws_only(check) if alone else check).setup, PRESETS[preset])
 
 
 @pytest.fixture(scope="session")
 def run_check() -> RunCheck:
-    """``run_check(name, preset="tiny")``: one exploration per check and preset per
-    test session, shared by the tests that read its result."""
+    """``run_check(name, preset="tiny", alone=False)``: one exploration per check, preset
+    and mode (``alone``: the laws alone, ``--laws-only``) per test session, shared by the
+    tests that read its result."""
     return _run_check

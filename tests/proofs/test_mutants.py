@@ -50,6 +50,17 @@ def test_every_mutant_is_caught_at_tiny(mutant: Mutant, run_check: RunCheck) -> 
     assert result.violation.trace
 
 
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_every_mutant_is_caught_by_the_laws_alone(mutant: Mutant, run_check: RunCheck) -> None:
+    """With the comparison with the spec switched off (and the environment's properties
+    with it), the spec's laws and invariants still catch every mutant at TINY."""
+    result = run_check(f"mutant:{mutant.name}", "tiny", True)
+    assert result.verdict == "violated"
+    assert result.violation is not None
+    assert result.violation.prop != "follows_the_spec"
+    assert result.violation.trace
+
+
 @pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.hidden_by is not None],
                          ids=[m.name for m in MUTANTS if m.hidden_by is not None])
 def test_the_assumption_hides_the_mutant(mutant: Mutant, run_check: RunCheck) -> None:

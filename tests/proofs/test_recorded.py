@@ -1,7 +1,8 @@
 """The recorded results of proofs/README.md reproduce: verdicts and state counts.
 
 Times are recorded for the reader and never compared. TINY rows run here; the SMALL
-rows, the ARC refinement rows and CrossHair are in the slow tier.
+rows, the ARC refinement rows, the laws-alone rows of spec-arc and of vLLM's form, and
+CrossHair are in the slow tier.
 """
 
 from __future__ import annotations
@@ -12,8 +13,14 @@ from collections.abc import Callable
 import pytest
 from proofs.modelcheck import cli, table
 from proofs.modelcheck.bounds import PRESETS, TINY
-from proofs.modelcheck.checks import CHECKS_BY_NAME
+from proofs.modelcheck.checks import CHECKS_BY_NAME, LAWS_ROWS, SLOW_LAWS_ROWS
 from proofs.modelcheck.explorer import Result
+from proofs.modelcheck.mutants import MUTANTS
+
+from kvoffload.spec import INVARIANTS
+from kvoffload.spec.laws import LAW_NAMES
+
+INVARIANT_NAMES = tuple(inv.__name__ for inv in INVARIANTS)
 
 RunCheck = Callable[..., Result]
 """The ``run_check`` fixture of conftest.py."""
@@ -27,32 +34,71 @@ def _name(row: table.Row) -> str:
     return row.command.split("--check ")[1].split()[0]
 
 
+def _alone(row: table.Row) -> bool:
+    """Was the row run with the laws alone (``--laws-only``)?"""
+    return row.command.endswith(cli.LAWS_ONLY)
+
+
 CHECK_ROWS = [r for r in ROWS if "--check " in r.command]
-TINY_ROWS = [r for r in CHECK_ROWS if r.command.endswith("--preset tiny")]
-SMALL_ROWS = [r for r in CHECK_ROWS if r.command.endswith("--preset small")]
+TINY_ROWS = [r for r in CHECK_ROWS if "--preset tiny" in r.command]
+SMALL_ROWS = [r for r in CHECK_ROWS if "--preset small" in r.command]
 RUMUR_ROWS = [r for r in ROWS if "--rumur" in r.command]
 REFINEMENT_ROWS = [r for r in ROWS if "--refinement" in r.command]
 
 
 def test_every_tiny_check_has_a_row() -> None:
-    recorded = {_name(r) for r in TINY_ROWS}
+    recorded = {_name(r) for r in TINY_ROWS if not _alone(r)}
     assert recorded == {c.name for c in CHECKS_BY_NAME.values() if "tiny" in c.presets}
-    assert {_name(r) for r in SMALL_ROWS} == {
+    assert {_name(r) for r in SMALL_ROWS if not _alone(r)} == {
         c.name for c in CHECKS_BY_NAME.values() if "small" in c.presets}
 
 
-@pytest.mark.parametrize("row", TINY_ROWS, ids=[_name(r) for r in TINY_ROWS])
+def test_the_laws_rows_are_recorded() -> None:
+    """Each check of LAWS_ROWS has its --laws-only row at its preset: the spec's hold
+    (the transitions satisfy every law), the mutants' are violated."""
+    recorded = {(_name(r), r.command.split("--preset ")[1].split()[0])
+                for r in CHECK_ROWS if _alone(r)}
+    assert recorded == set(LAWS_ROWS)
+    for row in CHECK_ROWS:
+        if _alone(row) and not _name(row).startswith("mutant:"):
+            assert row.result == "holds", row.command
+
+
+def test_every_mutant_is_recorded_caught_twice() -> None:
+    """Each spec mutant has two TINY rows, both violated: caught by the comparison with
+    the spec, and caught by the laws alone (``--laws-only``)."""
+    for m in MUTANTS:
+        rows = [r for r in TINY_ROWS if _name(r) == f"mutant:{m.name}"]
+        assert sorted(_alone(r) for r in rows) == [False, True], m.name
+        assert all(r.result.startswith("violated: ") for r in rows), m.name
+        by_laws = next(r for r in rows if _alone(r)).result
+        assert by_laws.split()[1] in LAW_NAMES + INVARIANT_NAMES, by_laws
+
+
+def _tiny_param(row: table.Row) -> object:
+    slow = _alone(row) and _name(row) in SLOW_LAWS_ROWS
+    return pytest.param(row, marks=[pytest.mark.slow] if slow else [],
+                        id=_name(row) + (" --laws-only" if _alone(row) else ""))
+
+
+@pytest.mark.parametrize("row", [_tiny_param(r) for r in TINY_ROWS])
 def test_tiny_row_reproduces(row: table.Row, run_check: RunCheck) -> None:
     name = _name(row)
-    again = cli.check_row(CHECKS_BY_NAME[name], TINY, run_check(name))
+    alone = _alone(row)
+    again = cli.check_row(CHECKS_BY_NAME[name], TINY, run_check(name, "tiny", alone), alone)
+    assert again.command == row.command
     assert (again.result, again.states) == (row.result, row.states)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("row", SMALL_ROWS, ids=[_name(r) for r in SMALL_ROWS])
+@pytest.mark.parametrize("row", SMALL_ROWS,
+                         ids=[_name(r) + (" --laws-only" if _alone(r) else "") for r in SMALL_ROWS])
 def test_small_row_reproduces(row: table.Row, run_check: RunCheck) -> None:
     name = _name(row)
-    again = cli.check_row(CHECKS_BY_NAME[name], PRESETS["small"], run_check(name, "small"))
+    alone = _alone(row)
+    again = cli.check_row(CHECKS_BY_NAME[name], PRESETS["small"],
+                          run_check(name, "small", alone), alone)
+    assert again.command == row.command
     assert (again.result, again.states) == (row.result, row.states)
 
 

@@ -2,7 +2,8 @@
 
 Standard library only. Read it in this order: :mod:`.vocabulary`, :mod:`.state`,
 :mod:`.transitions`, :mod:`.recency`, :mod:`.invariants`, :mod:`.assumptions`;
-``docs/spec.md`` explains every decision.
+``docs/spec.md`` explains every decision. :mod:`.laws` states the spec a second time, as
+relations over one call that never call a transition.
 """
 
 from .assumptions import (
@@ -26,6 +27,7 @@ from .errors import (
     UnmatchedCompleteLoad,
 )
 from .invariants import INVARIANTS, broken_invariants, check_invariants, is_quiescent
+from .laws import LAWS, broken_laws
 from .outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
 from .recency import ArcLists, LruOrder
 from .state import Block, CacheState, Orphan, initial_state, renumbered
@@ -42,12 +44,13 @@ from .transitions import (
 from .vocabulary import CopyKind, Key, LookupResult, Phase, Policy, Ticket, unique
 
 __all__ = [
-    "ASSUMPTIONS", "COMPLETIONS", "INVARIANTS", "NO_MISUSE", "NO_RESET_IN_FLIGHT",
+    "ASSUMPTIONS", "COMPLETIONS", "INVARIANTS", "LAWS", "NO_MISUSE", "NO_RESET_IN_FLIGHT",
     "NO_STALE_COMPLETIONS", "UNIQUE_KEYS", "ArcLists", "Assumption", "BadCapacity", "Block",
     "CacheState", "Call", "ChoiceNotAllowed", "Completion", "CopyKind", "Events",
     "InvariantViolation", "Key", "KvOffloadError", "LoadPlan", "LookupResult", "LruOrder",
     "MalformedCall", "MisuseError", "NotReadable", "Op", "Orphan", "Output", "Phase", "Policy",
     "StorePlan", "StoreRejected", "Ticket", "UnmatchedCompleteLoad", "apply", "broken_invariants",
+    "broken_laws",
     "check_invariants", "complete_load", "complete_store", "excluded_by", "initial_state",
     "is_quiescent", "lookup", "prepare_load", "prepare_store", "renumbered", "replay",
     "reset_cache", "send", "take_events", "touch", "unique",
