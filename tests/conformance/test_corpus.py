@@ -295,7 +295,8 @@ def test_a_plan_with_extra_slots_fails_the_case_instead_of_crashing() -> None:
     case = case_json("extra", "engines", "", 1, Policy.LRU, calls)
     assert replay_case(case, lambda n: NativeDriver(OffloadManager(n), Profile.STRICT)) is None
     failed = replay_case(case, lambda n: NativeDriver(ExtraLoadSlot(n), Profile.STRICT))
-    assert failed == (3, "prepare_load must give 1 slot(s); the target gave 2: [0, 0]")
+    assert failed == (3, "prepare_load: prepare_load returned 2 slots for 1 key (a plan "
+                         "holds one slot per key): (0, 0) [slots]")
 
 
 @pytest.mark.parametrize(("target", "why"), [
