@@ -51,7 +51,7 @@ from kvoffload.spec import (
 from .adapter_api import Adapter, Capabilities
 from .config import CheckConfig, tier_size
 from .errors import PropertyViolation
-from .lockstep import Lockstep
+from .lockstep import Lockstep, construct
 
 CHOICE = st.integers(0, 2**32 - 1)
 """One draw per step: Hypothesis costs about 0.1 ms per value drawn, more than a
@@ -207,8 +207,13 @@ class LockstepMachine(RuleBasedStateMachine):
 
     def _fresh_target(self) -> None:
         config = replace(self.setup.config, capacity=self.capacity)
-        self.run = Lockstep(self.setup.make_adapter(self.capacity), config,
-                            silenced=self.setup.silenced)
+        try:
+            adapter = construct(self.setup.make_adapter, self.capacity, config.call_timeout)
+        except PropertyViolation:
+            self.broken = True
+            self.setup.counters.failures += 1
+            raise
+        self.run = Lockstep(adapter, config, silenced=self.setup.silenced)
         self.groups = []
 
     @property
