@@ -101,6 +101,15 @@ class Counters:
         self.examples = 0
         self.steps = 0
         self.failures = 0
+        self.first_violation: PropertyViolation | None = None
+        """The first violation raised this round: a target whose behaviour is not
+        reproducible makes Hypothesis give up on its replay (``Flaky``); this one is
+        then reported (and its replays say how flaky)."""
+
+    def record(self, violation: PropertyViolation) -> None:
+        self.failures += 1
+        if self.first_violation is None:
+            self.first_violation = violation
 
 
 @dataclass
@@ -198,7 +207,7 @@ class LockstepMachine(RuleBasedStateMachine):
                 self.run.drain(stale_completions=setup.stale)
             except PropertyViolation as violation:
                 if violation.prop not in setup.silenced:
-                    setup.counters.failures += 1
+                    setup.counters.record(violation)
                     raise
         if setup.on_progress is not None:
             setup.on_progress(setup.counters)
@@ -209,9 +218,9 @@ class LockstepMachine(RuleBasedStateMachine):
         config = replace(self.setup.config, capacity=self.capacity)
         try:
             adapter = construct(self.setup.make_adapter, self.capacity, config.call_timeout)
-        except PropertyViolation:
+        except PropertyViolation as violation:
             self.broken = True
-            self.setup.counters.failures += 1
+            self.setup.counters.record(violation)
             raise
         self.run = Lockstep(adapter, config, silenced=self.setup.silenced)
         self.groups = []
@@ -239,7 +248,7 @@ class LockstepMachine(RuleBasedStateMachine):
                 self._fresh_target()  # already reported: go on with a fresh target
                 return None
             self.broken = True
-            setup.counters.failures += 1
+            setup.counters.record(violation)
             raise
         except BaseException:
             self.broken = True

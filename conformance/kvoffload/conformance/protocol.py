@@ -256,6 +256,8 @@ def _key_list(value: Mapping[str, Any], name: str, prop: str,
         return None
     if not isinstance(got, list):
         raise Untranslatable(prop, f"the {name} {got!r} are not a list of keys")
+    if set(map(type, got)) <= {str, int}:  # the common case, read at once
+        return tuple(got)
     keys: list[Key] = []
     for item in got:
         if _is_key(item):
@@ -269,7 +271,7 @@ def _key_list(value: Mapping[str, Any], name: str, prop: str,
 
 def _slot_list(value: Mapping[str, Any]) -> tuple[int, ...]:
     got = value.get("slots")
-    if not isinstance(got, list) or not all(_is_int(s) for s in got):
+    if not isinstance(got, list) or not set(map(type, got)) <= {int}:  # bool is not int
         raise Untranslatable("slots", f"slots {got!r} are not a list of ints")
     return tuple(got)
 

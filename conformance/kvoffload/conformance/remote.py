@@ -155,7 +155,10 @@ class HostProcess:
 
     def __init__(self, argv: Sequence[str], env: dict[str, str] | None, lifeline: bool) -> None:
         self.argv = list(argv)
-        self.buffer = b""
+        self.buffer = bytearray()
+        self.scanned = 0
+        """How much of ``buffer`` is known to hold no newline (a long answer arrives in
+        many chunks: each is searched once)."""
         self.outgoing: list[bytes] = []
         self.lifeline: int | None = None
         args = list(argv)
@@ -234,10 +237,13 @@ class HostProcess:
     def _line(self, timeout: float, during: str) -> bytes:
         deadline = time.monotonic() + timeout if timeout > 0 else None
         while True:
-            end = self.buffer.find(b"\n")
+            end = self.buffer.find(b"\n", self.scanned)
             if end >= 0:
-                line, self.buffer = self.buffer[:end], self.buffer[end + 1:]
+                line = bytes(self.buffer[:end])
+                del self.buffer[:end + 1]
+                self.scanned = 0
                 return line
+            self.scanned = len(self.buffer)
             if len(self.buffer) > MAX_LINE:
                 raise ProtocolError(f"a line longer than {MAX_LINE} bytes")
             wait = None if deadline is None else deadline - time.monotonic()

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hypothesis import HealthCheck, Verbosity, seed, settings
-from hypothesis.errors import FlakyFailure
+from hypothesis.errors import Flaky, FlakyFailure
 from hypothesis.stateful import run_state_machine_as_test
 
 from .adapter_api import Capabilities
@@ -211,6 +211,7 @@ def _explore(result: CheckResult, prepared: Prepared, counters: Counters,
         deadline=None, suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
         verbosity=Verbosity.quiet, print_blob=False, **database_settings(config, result.target))
     found: PropertyViolation | None = None
+    counters.first_violation = None
     try:
         _run_machine(seeded(machine), settings=options)
     except PropertyViolation as violation:
@@ -219,9 +220,13 @@ def _explore(result: CheckResult, prepared: Prepared, counters: Counters,
         result.interrupted = True
     except FlakyFailure as flaky:
         seen = [e for e in flaky.exceptions if isinstance(e, PropertyViolation)]
-        if not seen:
+        found = seen[0] if seen else counters.first_violation
+        if found is None:
             result.error = f"the run was flaky: {flaky}"
-        found = seen[0] if seen else None
+    except Flaky as flaky:  # the target did not do the same twice (its own randomness)
+        found = counters.first_violation
+        if found is None:
+            result.error = f"the run was flaky: {flaky}"
     except Exception as error:  # a bug in the suite or a target that breaks Hypothesis
         result.error = error_text(error)
     if found is None or found.prop in silenced:
