@@ -46,10 +46,12 @@ from .guard import CallTimeout, Interrupted, guarded_call, overran, stop_request
 __all__ = ["Lockstep", "TargetAnswer", "construct", "lookup_agrees", "replay", "show"]
 
 DEFERRED = frozenset({Op.LOOKUP, Op.TOUCH, Op.COMPLETE_STORE, Op.COMPLETE_LOAD,
-                      Op.RESET_CACHE, Op.TAKE_EVENTS})
+                      Op.RESET_CACHE, Op.TAKE_EVENTS, Op.PREPARE_LOAD})
 """Calls whose answer the spec's next state does not depend on: to a target in a host
 (an adapter with ``post``), they are sent without waiting, and their answers compared,
-in order, before the next call whose answer the spec needs (a plan) or at the end."""
+in order, before the next call whose answer the spec needs (a store plan: the target's
+victims and slots; a completion naming a load's ticket not read yet), a rejected call,
+or at the end."""
 WINDOW = 64
 """At most this many calls sent and not yet compared."""
 
@@ -236,8 +238,13 @@ class Lockstep:
         if self.pending and call.op not in DEFERRED:
             self.settle()
         if call.op is Op.PREPARE_STORE:
-            _, exact = apply(self.state, call)  # the spec's own choices: never misuse
-            answer = self.call_target(call)
+            if self.deferring:  # sent first: the host works while the spec chooses
+                chosen: list[tuple[CacheState, Output]] = []
+                answer = self._batch([call], lambda: chosen.append(apply(self.state, call)))[0]
+                _, exact = chosen[0]
+            else:
+                _, exact = apply(self.state, call)  # the spec's own choices: never misuse
+                answer = self.call_target(call)
             if answer.error is not None:
                 compare.unexpected_error(self, call, answer.error, exact)
             self.state, plan = compare.check_store(self, call, exact, answer.value)
@@ -272,6 +279,8 @@ class Lockstep:
         """Send ``call`` to the host and go on; its answer is compared later."""
         sent = call
         if call.ticket is not None:
+            if call.ticket not in self.to_target and self.pending:
+                self.settle()  # the plan that issued it may be pending: its ticket first
             sent = replace(call, ticket=self.target_ticket(call.ticket), job=None)
         self.adapter.post(sent)  # type: ignore[attr-defined]  # deferring: a host's adapter
         self.pending.append(_Pending(call, self.state, new_state, expected, len(self.trace),
@@ -319,14 +328,18 @@ class Lockstep:
                                   f"{type(error).__name__} [{code}]")])
         self._probe(call, probes, answers, before)
 
-    def _batch(self, calls: list[Call]) -> list[TargetAnswer]:
-        """Send ``calls`` to the host at once, then read their answers in order (a call
-        that overruns the timeout is a liveness violation)."""
+    def _batch(self, calls: list[Call],
+                meanwhile: Callable[[], object] | None = None) -> list[TargetAnswer]:
+        """Send ``calls`` to the host at once, run ``meanwhile``, then read their answers
+        in order (a call that overruns the timeout is a liveness violation)."""
         for call in calls:
             sent = call
             if call.ticket is not None:
                 sent = replace(call, ticket=self.target_ticket(call.ticket), job=None)
             self.adapter.post(sent)  # type: ignore[attr-defined]  # deferring: a host's adapter
+        if meanwhile is not None:
+            self.adapter.flush()  # type: ignore[attr-defined]  # deferring: a host's adapter
+            meanwhile()
         answers = []
         for call in calls:
             try:

@@ -564,6 +564,12 @@ class RemoteAdapter:
         """Send ``call`` without waiting (the lockstep driver's deferred calls)."""
         self.remote.post(self.generation, call_message(call))
 
+    def flush(self) -> None:
+        """Send what was posted now (the host works while the judge goes on)."""
+        host = self.remote.host
+        if host is not None and host.alive:
+            host.flush()
+
     def collect(self, op: Op) -> object:
         """The answer of the oldest call posted; raises what the target raised."""
         if self.generation != self.remote.generation:
