@@ -20,9 +20,8 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
-
 import hostile_hosts as hostile
+import pytest
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="hosts need POSIX")
 pytest_plugins = ["pytester"]
@@ -273,4 +272,5 @@ def test_sigterm_to_the_judge_is_143_and_ends_the_host(tmp_path: Path) -> None:
     _, err = process.communicate(timeout=BUDGET_S)
     assert process.returncode == 128 + signal.SIGTERM, err
     assert "terminated (SIGTERM)" in err
-    assert _gone(host) and _gone(worker)
+    assert _gone(host)
+    assert _gone(worker)

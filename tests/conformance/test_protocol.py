@@ -66,9 +66,11 @@ def test_an_answer_the_adapter_cannot_read_is_sent_as_untranslatable(
     messages = recorded_session(monkeypatch)
     target = f"{Path(__file__).parent / 'hostile_targets.py'}:FloatSlots"
     result = check(target, max_examples=5, seed=3, stop_at_first=True)
-    assert result.violation is not None and result.violation.prop == "slots"
+    assert result.violation is not None
+    assert result.violation.prop == "slots"
     untranslatable = [m for m in messages if m.get("answer") == "untranslatable"]
-    assert untranslatable and untranslatable[0]["prop"] == "slots"
+    assert untranslatable
+    assert untranslatable[0]["prop"] == "slots"
     jsonschema.Draft202012Validator(SCHEMA).validate(untranslatable[0])
 
 
@@ -187,4 +189,5 @@ def test_in_process_is_explicit_and_the_default_is_a_host(
     monkeypatch.delenv("KVOFFLOAD_IN_PROCESS")
     result = check("kvoffload.impl:OffloadManager", max_examples=3, seed=3)
     assert result.verdict == "conforms"
-    assert messages and result.extra["host_start_s"] > 0
+    assert messages
+    assert result.extra["host_start_s"] > 0

@@ -7,9 +7,9 @@ unwritable output), 130 when interrupted (Ctrl-C), with a one-line reason. The t
 runs in a host process of its own (:mod:`.remote`, :mod:`.host`): whatever it does
 there, the verdict is the judge's. ``kvoffload corpus replay`` runs its target in a
 child process (:mod:`.isolation`): a target that ends the process itself gets 1 if it
-was being checked, 2 if it was being loaded, never 0. When the reader of standard output or standard error goes away (``kvoffload
-check | head``), the rest of that output is dropped and the run goes on: the exit status
-and the report are still the run's.
+was being checked, 2 if it was being loaded, never 0. When the reader of standard
+output or standard error goes away (``kvoffload check | head``), the rest of that output
+is dropped and the run goes on: the exit status and the report are still the run's.
 """
 
 from __future__ import annotations

@@ -37,7 +37,6 @@ from typing import Any, BinaryIO
 from .adapter_api import Adapter
 from .errors import TargetLoadError, Untranslatable, UsageError
 from .protocol import (
-    BUILT,
     PROTOCOL_VERSION,
     ProtocolError,
     dumps,

@@ -69,7 +69,7 @@ class _Pending:
     call: Call
     before: CacheState
     after: CacheState
-    expected: object
+    expected: Output
     length: int
     generated: int
     phase: str
@@ -434,12 +434,12 @@ def construct(make_adapter: Callable[[int], Adapter], capacity: int, timeout: fl
             return adapter  # type: ignore[return-value]  # what make_adapter built
         text = f"{what} failed: {error_text(error) if error is not None else 'no target'}"
         ended = getattr(type(error), "HOST_ENDED", False) is True
-    violation = PropertyViolation(
+    failed = PropertyViolation(
         "crash", f"{text} ({what}; an earlier construction succeeded)",
         [("call", str(what), str(what)), ("answer", "a target", text)])
-    violation.capacity = capacity
-    violation.host_ended = ended
-    raise violation
+    failed.capacity = capacity
+    failed.host_ended = ended
+    raise failed
 
 
 def _by_slot(block: object) -> int:

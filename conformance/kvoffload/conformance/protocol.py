@@ -244,9 +244,9 @@ def _int(value: Mapping[str, Any], name: str, prop: str, optional: bool = True) 
     got = value.get(name)
     if got is None and optional:
         return None
-    if not _is_int(got):
+    if not isinstance(got, int) or isinstance(got, bool):
         raise Untranslatable(prop, f"the {name} {got!r} is not an int")
-    return int(got)
+    return got
 
 
 def _key_list(value: Mapping[str, Any], name: str, prop: str,
@@ -303,8 +303,9 @@ def _load_plan(value: Mapping[str, Any]) -> LoadOutcome:
 
 
 def _completion(value: Mapping[str, Any]) -> Completion:
-    return Completion(*(frozenset(_key_list(value, name, "completion") or ())
-                        for name in ("applied", "released", "ignored")))
+    applied, released, ignored = (_key_list(value, name, "completion") or ()
+                                  for name in ("applied", "released", "ignored"))
+    return Completion(applied, released, ignored)
 
 
 def _events(value: Mapping[str, Any]) -> EventBatch:

@@ -76,6 +76,9 @@ BYE_GRACE = 1.0
 process group is killed."""
 MAX_LINE = 256 * 1024 * 1024
 """The longest answer line read; a longer one is garbage."""
+SPIN_S = 0.0
+"""Seconds the judge polls for an answer before it sleeps waiting for one (0: it sleeps
+at once; 100 us measured no better under load, issue 22, docs/protocol.md)."""
 SUPPORTED = os.name == "posix"
 """Hosts need ``select`` on pipes and process groups (not on Windows)."""
 
@@ -189,6 +192,8 @@ class HostProcess:
         if stdin is None or stdout is None:
             raise RuntimeError("subprocess gave no pipes")
         self.to_host, self.from_host = stdin.fileno(), stdout.fileno()
+        os.set_blocking(self.to_host, False)
+        os.set_blocking(self.from_host, False)
         self.alive = True
 
     def send(self, message: dict[str, Any], now: bool = True) -> None:
@@ -205,16 +210,17 @@ class HostProcess:
         data, self.outgoing = b"".join(self.outgoing), []
         try:
             while data:
-                writable = select.select([], [self.to_host], [], 0)[1]
-                if not writable:  # the host is writing answers we have not read: read them
-                    readable = select.select([self.from_host], [self.to_host], [])[0]
-                    if readable:
-                        chunk = os.read(self.from_host, 1 << 20)
-                        if not chunk:
-                            return  # it has ended; receive() says how
-                        self.buffer += chunk
+                try:  # non-blocking: a full pipe must not stop us reading the host's answers
+                    data = data[os.write(self.to_host, data):]
                     continue
-                data = data[os.write(self.to_host, data):]
+                except BlockingIOError:
+                    pass
+                readable = select.select([self.from_host], [self.to_host], [])[0]
+                if readable:  # the host is writing answers we have not read: read them
+                    chunk = os.read(self.from_host, 1 << 20)
+                    if not chunk:
+                        return  # it has ended; receive() says how
+                    self.buffer += chunk
         except OSError as error:  # BrokenPipe: it has ended; receive() says how
             if not isinstance(error, BrokenPipeError):
                 raise
@@ -246,16 +252,26 @@ class HostProcess:
             self.scanned = len(self.buffer)
             if len(self.buffer) > MAX_LINE:
                 raise ProtocolError(f"a line longer than {MAX_LINE} bytes")
-            wait = None if deadline is None else deadline - time.monotonic()
-            if wait is not None and wait <= 0:
-                raise HostTimeout(timeout)
-            ready, _, _ = select.select([self.from_host], [], [], wait)
-            if not ready:
-                continue
-            chunk = os.read(self.from_host, 1 << 20)
+            chunk = self._read(deadline, timeout)
             if not chunk:
                 raise HostFailure(f"the host {self.ended()} {during}")
             self.buffer += chunk
+
+    def _read(self, deadline: float | None, timeout: float) -> bytes:
+        """What the host has written (b"" at its end), waiting until ``deadline``: a read
+        first (a deferred call's answer is often there already), then ``select``."""
+        spin_until = time.perf_counter() + SPIN_S
+        while True:
+            try:
+                return os.read(self.from_host, 1 << 20)
+            except BlockingIOError:
+                pass
+            if time.perf_counter() < spin_until:
+                continue
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                raise HostTimeout(timeout)
+            select.select([self.from_host], [], [], wait)
 
     def ended(self) -> str:
         """How the host ended (it closed the channel): its status or its signal."""

@@ -23,8 +23,8 @@ from .isolation import mark_running
 from .machine import BURST, Counters, build_machine
 from .progress import Progress
 from .properties import PROPERTIES
-from .shrink import attempt, shrink
 from .remote import startup_seconds, target_session
+from .shrink import attempt, shrink
 from .targets import Prepared
 
 _run_machine: Callable[..., None] = run_state_machine_as_test
