@@ -34,6 +34,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, BinaryIO
 
+from kvoffload.spec.calls import send
+
 from .adapter_api import Adapter
 from .errors import TargetLoadError, Untranslatable, UsageError
 from .protocol import (
@@ -171,8 +173,6 @@ class Host:
         return answer
 
     def call(self, body: object) -> dict[str, Any]:
-        from kvoffload.spec.calls import send
-
         call = read_call(body)
         adapter = self.adapter
         if adapter is None:

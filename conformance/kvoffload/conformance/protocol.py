@@ -52,15 +52,19 @@ class Opaque:
         return self.text
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_DECODER = json.JSONDecoder()
+
+
 def dumps(message: Mapping[str, Any]) -> bytes:
     """One message as one line of compact JSON."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    return (_ENCODER.encode(message) + "\n").encode()
 
 
 def loads(line: bytes) -> dict[str, Any]:
     """One line as a message object; raises ProtocolError if it is none."""
     try:
-        message = json.loads(line)
+        message = _DECODER.decode(line.decode())
     except (ValueError, UnicodeDecodeError) as error:
         raise ProtocolError(f"not a line of JSON: {_clip(line)}") from error
     if not isinstance(message, dict):
