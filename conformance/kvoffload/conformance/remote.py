@@ -472,7 +472,7 @@ class RemoteTarget:
         except HostFailure:
             self._died()
             raise
-        except BaseException:
+        except Exception:  # the host failed some other way (not the user's Ctrl-C)
             if self.host is not None and not self.host.alive:
                 self._died()
             raise
@@ -496,7 +496,7 @@ class RemoteTarget:
         except HostTimeout:
             self._died()
             raise CallTimeout from None
-        except BaseException:
+        except HostFailure:
             self._died()
             raise
         self.outstanding -= 1
