@@ -204,3 +204,26 @@ class Target(OffloadManager):
             raise RuntimeError("one call in twenty")
         return super().lookup(key)
 """
+
+FORK_RETURNS = """
+import os
+from kvoffload.impl import OffloadManager
+
+class Target(OffloadManager):
+    def touch(self, keys):
+        os.fork()  # parent and child both return from the call into the host
+        return super().touch(keys)
+"""
+"""A fork whose child does not exit: it comes back into the host, which must not let it
+answer (two processes reading the channel would split the requests)."""
+
+REPLACES_DIRECTORY_BY_A_FILE = """
+import os, shutil
+class Target(Target):
+    def reset_cache(self):
+        if os.path.isdir("WHERE"):
+            shutil.rmtree("WHERE")
+            with open("WHERE", "w") as out:
+                out.write("not a folder")
+        return super().reset_cache()
+"""

@@ -205,6 +205,12 @@ def test_a_fork_in_a_call_does_not_confuse_the_channel(tmp_path: Path) -> None:
     assert _gone(int(record.read_text())), "the forked child outlived the run"
 
 
+def test_a_forked_child_that_returns_into_the_host_does_not_answer(tmp_path: Path) -> None:
+    done = run_check(tmp_path, hostile.FORK_RETURNS)
+    assert done.returncode == 0, done.stderr
+    assert "CONFORMS" in done.stdout
+
+
 @pytest.mark.slow
 def test_closing_descriptor_1_does_not_close_the_channel(tmp_path: Path) -> None:
     done = run_check(tmp_path, hostile.CONFORMING + hostile.CLOSES_FD_1)
@@ -228,6 +234,17 @@ def test_a_replaced_report_directory_still_gets_the_report(tmp_path: Path) -> No
                      + hostile.REPLACES_DIRECTORY.replace("WHERE", str(tmp_path / "r")))
     assert done.returncode == 1, done.stderr
     assert json.loads((tmp_path / "r" / "report.json").read_text())["verdict"] == "fails"
+
+
+@pytest.mark.slow
+def test_a_report_directory_replaced_by_a_file_is_one_line_not_an_internal_error(
+    tmp_path: Path,
+) -> None:
+    done = run_check(tmp_path, hostile.NOT_CONFORMING + hostile.REPLACES_DIRECTORY_BY_A_FILE
+                     .replace("WHERE", str(tmp_path / "r")))
+    assert done.returncode == 1, done.stderr  # the target's verdict stands
+    assert "the report could not be written" in done.stderr
+    assert "internal error" not in done.stderr
 
 
 @pytest.mark.slow

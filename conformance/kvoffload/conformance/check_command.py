@@ -240,7 +240,12 @@ def _check(args: argparse.Namespace, config: CheckConfig) -> int:
     print(configuration_text(result))
     print()
     print(summary_text(result))
-    report, _ = write_check_report(result, args.report_dir)
+    try:
+        report, _ = write_check_report(result, args.report_dir)
+    except OSError as error:  # the folder was replaced by a file in the meantime, say
+        print(f"kvoffload check: error: the report could not be written in "
+              f"{str(args.report_dir)!r}: {error.strerror or error}", file=sys.stderr)
+        return EXIT_FAILS if result.verdict == "fails" else EXIT_USAGE
     if result.failures:
         print()
         print(failures_text(result, args.report_dir))

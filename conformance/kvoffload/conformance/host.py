@@ -100,6 +100,11 @@ _CONFIG_FIELDS = frozenset({"profile", "policy", "level", "assume", "capacity", 
                             "max_keys_per_call", "call_timeout"})
 
 
+_HOST_PID = os.getpid()
+"""The host's own process: a child the target forks in a call never reads or writes
+the channel (it ends when it returns from the call)."""
+
+
 class _InCall:
     """Whether a call into the target is in progress (SIGINT is the target's then)."""
 
@@ -186,6 +191,8 @@ class Host:
             return _raised(adapter, error)
         finally:
             _InCall.now = False
+            if os.getpid() != _HOST_PID:  # a child the target forked, back from the call:
+                os._exit(0)  # only the host answers on the channel
         return value_message(call.op, value)
 
 
