@@ -7,6 +7,7 @@ is in flight) under 2 s. Printed side by side with the cost of the same calls re
 without Hypothesis, so the suite's own overhead shows as a ratio.
 
     python benchmarks/bench_conformance.py [--kills 10] [--runs 1] [--rounds 5]
+    python benchmarks/bench_conformance.py --boundary BEFORE_TREE --rounds 3 --kills 10
 
 The overhead ratio (a whole ``check`` call / a lockstep call alone) is measured in
 interleaved rounds, each timing a short check and then the lockstep alone, so both
@@ -19,8 +20,14 @@ Not a test: timings depend on the machine and its load.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from kvoffload.conformance.config import CheckConfig, describe_tiers
 from kvoffload.conformance.lockstep import Lockstep
@@ -185,12 +192,103 @@ def design_rounds(rounds: int, examples: int = 40) -> list[float]:
     return ratios
 
 
+_KILL = """
+import json, statistics, sys
+from kvoffload.conformance.config import CheckConfig
+from kvoffload.conformance.runner import run_check
+out = []
+for seed in range(1, {kills} + 1):
+    r = run_check("vllm==0.20.2", CheckConfig(seed=seed, stop_at_first=True, assume=(
+        "unique-keys", "no-misuse", "no-stale-completions", "no-reset-in-flight")))
+    if r.violation is None or r.violation.prop != "lookup":
+        sys.exit(f"vllm==0.20.2 not killed by lookup at seed {{seed}}")
+    out.append((r.seconds, r.extra.get("host_start_s")))
+print(json.dumps(out))
+"""
+"""PR #41795's kill in vLLM 0.20.2's own code: per seed, (seconds from the first call to
+the verdict, the host's start-up or None in process). Only what both trees have."""
+
+
+def _tree_env(tree: str | None) -> dict[str, str]:
+    """The environment of a run of the suite in ``tree`` (None: this tree)."""
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(
+            f"{tree}/{part}" for part in ("spec", "impl", "conformance"))
+    return env
+
+
+def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """(wall s, CPU s of the process and all it waited for, standard output)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"{argv} exited {done.returncode}: {done.stderr[-2000:]}")
+    return wall, cpu, done.stdout
+
+
+def boundary_rounds(before: str, rounds: int, kills: int) -> None:
+    """Issue 22: the default ``kvoffload check`` (a separate process: CPU summed over the
+    judge and its host) and PR #41795's kill in vLLM 0.20.2, the suite in ``before`` (a
+    checkout of the tree before the boundary) and this tree, alternating, ``rounds``
+    times; medians with their spread."""
+    import tempfile
+
+    rows: dict[str, list[tuple[float, float, int]]] = {"before": [], "after": []}
+    kills_by: dict[str, list[tuple[float, float | None]]] = {"before": [], "after": []}
+    for round_ in range(rounds):
+        for name, tree in (("before", before), ("after", None)):
+            with tempfile.TemporaryDirectory() as report:
+                wall, cpu, _ = _timed(
+                    [sys.executable, "-m", "kvoffload.conformance.cli", "check", "--seed",
+                     str(round_ + 1), "--no-database", "--quiet", "--report-dir", report],
+                    _tree_env(tree))
+                steps = json.loads((Path(report) / "report.json").read_text())["run"]["steps"]
+            rows[name].append((wall, cpu, steps))
+            if kills:
+                _, _, out = _timed([sys.executable, "-c", _KILL.format(kills=kills)],
+                                   _tree_env(tree))
+                kills_by[name].extend(json.loads(out.splitlines()[-1]))
+            print(f"round {round_ + 1} {name}: {wall:.1f} s wall, {cpu:.1f} s CPU, "
+                  f"{steps} steps", flush=True)
+    for name, got in rows.items():
+        per_wall = [steps / wall for wall, _, steps in got]
+        per_cpu = [steps / cpu for _, cpu, steps in got]
+        print(f"{name}: default run {_spread([w for w, _, _ in got], 's wall')}; steps per "
+              f"wall-second {_spread(per_wall)}; steps per CPU-second {_spread(per_cpu)}")
+    ratios = [a[0] / b[0] for a, b in zip(rows["after"], rows["before"], strict=True)]
+    print(f"after / before, wall time of the default run, per round: {_spread(ratios)} "
+          f"(goal: at most 1.25)")
+    for name, got_kills in kills_by.items():
+        if got_kills:
+            starts = [s for _, s in got_kills if s is not None]
+            print(f"{name}: vllm==0.20.2 kill, first call to verdict, {len(got_kills)} runs: "
+                  f"{_spread([t for t, _ in got_kills], 's')}"
+                  + (f"; host start-up {_spread(starts, 's')}" if starts else ""))
+
+
+def _spread(values: list[float], unit: str = "") -> str:
+    return (f"median {statistics.median(values):,.3g}{' ' + unit if unit else ''} "
+            f"(spread {min(values):,.3g} to {max(values):,.3g})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=10, help="PR #41795 kills to time")
     parser.add_argument("--runs", type=int, default=1, help="default runs to time")
     parser.add_argument("--rounds", type=int, default=5, help="overhead-ratio rounds")
+    parser.add_argument("--boundary", metavar="BEFORE_TREE", default=None,
+                        help="issue 22: time the default kvoffload check and vLLM 0.20.2's "
+                             "kill in BEFORE_TREE (a checkout) and in this tree, alternating "
+                             "--rounds times")
     args = parser.parse_args()
+    if args.boundary is not None:
+        boundary_rounds(args.boundary, args.rounds, args.kills)
+        return
     config = CheckConfig()
     print(f"default budget: {config.max_examples} examples x {config.steps} calls, "
           f"{describe_tiers(config.capacity)}")

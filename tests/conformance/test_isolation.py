@@ -1,6 +1,10 @@
-"""``kvoffload`` runs its job in a child process: a target that ends the process
-(``os._exit``, a signal) or a call that swallows every interrupt gets a verdict that
-is never 0 (hostile targets found on 3 December)."""
+"""A target that ends the process (``os._exit``, a signal) or a call that swallows every
+interrupt gets a verdict that is never 0 (hostile targets found on 3 December).
+
+Since issue 22, ``kvoffload check`` runs the target in a host process of its own
+(test_host.py has the hostile cases); :func:`run_isolated` (a forked child doing the
+whole job) is what ``kvoffload corpus replay`` still uses, and is tested here as it
+was. The command-line cases below now read the host's messages."""
 
 from __future__ import annotations
 
@@ -69,14 +73,14 @@ def test_os_exit_inside_a_call_fails_the_target(tmp_path: Path) -> None:
                 os._exit(0)
     """)
     assert run.returncode == 1, run.stderr
-    assert "during the run" in run.stderr
+    assert "the host exited with status 0" in run.stdout  # was: "during the run", on stderr
     assert "CONFORMS" not in run.stdout
 
 
 def test_os_exit_at_import_is_a_load_error(tmp_path: Path) -> None:
     run = _check(tmp_path, "import os\nos._exit(0)\n")
     assert run.returncode == 2, run.stderr
-    assert "before it reported any progress" in run.stderr
+    assert "could not be made" in run.stderr  # the host ended while loading the target
 
 
 def test_a_call_that_swallows_every_timeout_ends_the_run_as_liveness(tmp_path: Path) -> None:
@@ -93,7 +97,9 @@ def test_a_call_that_swallows_every_timeout_ends_the_run_as_liveness(tmp_path: P
     """, "--call-timeout", "0.3")
     assert run.returncode == 1, run.stderr
     assert "property 'liveness' violated" in run.stdout
-    assert "through every interrupt" in run.stdout
+    # The judge times the call and ends the host (was: the in-process watchdog's
+    # "through every interrupt", which KVOFFLOAD_IN_PROCESS=1 still gives).
+    assert "did not return within --call-timeout 0.3 s" in run.stdout
 
 
 def _leaves_a_process_running(record: Path) -> int:

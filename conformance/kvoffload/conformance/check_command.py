@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 import tempfile
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
@@ -39,9 +40,13 @@ from .errors import (
     UsageError,
     clip,
 )
-from .isolation import finish
+from .isolation import IN_PROCESS, finish
 from .targets import DEFAULT_TARGET, absolute_target
 
+EXIT_TERMINATED = 143
+"""SIGTERM from outside stopped the run before a verdict (128 + 15)."""
+EXEC_PREFIX = "exec:"
+"""``--exec CMD`` is checked as the TARGET ``exec:CMD`` (:mod:`.remote`)."""
 SELF_TEST_SEED = 20261202
 """The self-test's seed unless --seed is given, so its verdicts are reproducible."""
 
@@ -102,6 +107,13 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
                         help="check the suite itself: seeded-bug variants of the reference "
                              "manager must fail, controls must pass")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument("--exec", dest="exec_command", default=None, metavar="CMD",
+                        help="check the program CMD (a command line), a host that speaks "
+                             "the call protocol (docs/protocol.md), instead of a TARGET")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run the target in this process, unguarded (trusted targets "
+                             "only: a target can then reach the verdict); default: a host "
+                             "process of its own")
 
 
 def config_of(args: argparse.Namespace) -> CheckConfig:
@@ -117,10 +129,17 @@ def config_of(args: argparse.Namespace) -> CheckConfig:
 def run_check_command(args: argparse.Namespace) -> int:
     from .guard import stop_on_sigint, stop_when_stuck
 
+    _stop_on_sigterm()
     try:
         config = config_of(args)
         if args.self_test and args.target is not None:
             raise UsageError("--self-test checks the suite itself; give no TARGET")
+        if args.exec_command is not None and (args.target is not None or args.self_test):
+            raise UsageError("--exec CMD is the target: give no TARGET (and no --self-test)")
+        if args.exec_command is not None and args.in_process:
+            raise UsageError("--exec CMD runs a program: it cannot run --in-process")
+        if args.in_process:
+            os.environ[IN_PROCESS] = "1"
         check_writable(args.report_dir, args.junit)
         with stop_on_sigint(), stop_when_stuck(_stop_stuck):
             return _self_test(args, config) if args.self_test else _check(args, config)
@@ -141,9 +160,32 @@ def run_check_command(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM from outside (CI cancelled, ``timeout``): end the hosts, say so, exit 143."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        from .remote import kill_all
+
+        kill_all()
+        with suppress(OSError, ValueError, AttributeError):
+            print("kvoffload check: terminated (SIGTERM) before a verdict; no report was "
+                  "written", file=sys.stderr, flush=True)
+        os._exit(EXIT_TERMINATED)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def _stop_stuck(message: str) -> NoReturn:
     """A call swallows every interrupt: print the liveness failure and end the process
     (it will not give the run back, so no report can be written)."""
+    from .remote import kill_all
+
+    kill_all()
     print(f"\nFAILS: property 'liveness' violated: {message}; no report written",
           flush=True)
     print(f"kvoffload check: {message}; exit {EXIT_FAILS}", file=sys.stderr, flush=True)
@@ -191,12 +233,19 @@ def _check(args: argparse.Namespace, config: CheckConfig) -> int:
     from .runner import run_check
 
     target = DEFAULT_TARGET if args.target is None else args.target
+    if args.exec_command is not None:
+        target = EXEC_PREFIX + args.exec_command
     target = absolute_target(target)
     result = run_check(target, config, show_progress=not args.quiet)
     print(configuration_text(result))
     print()
     print(summary_text(result))
-    report, _ = write_check_report(result, args.report_dir)
+    try:
+        report, _ = write_check_report(result, args.report_dir)
+    except OSError as error:  # the folder was replaced by a file in the meantime, say
+        print(f"kvoffload check: error: the report could not be written in "
+              f"{str(args.report_dir)!r}: {error.strerror or error}", file=sys.stderr)
+        return EXIT_FAILS if result.verdict == "fails" else EXIT_USAGE
     if result.failures:
         print()
         print(failures_text(result, args.report_dir))

@@ -3,12 +3,13 @@
 
 ``kvoffload check`` exits 0 when the target conforms, 1 when a property fails, 2 when
 the run could not be made as asked (bad option, unloadable target, no adapter fits,
-unwritable output), 130 when interrupted (Ctrl-C), with a one-line reason. The command
-runs in a child process (:mod:`.isolation`): a target that ends the process itself
-(``os._exit``, a signal) gets 1 if it was being checked, 2 if it was being loaded,
-never 0. When the reader of standard output or standard error goes away (``kvoffload
-check | head``), the rest of that output is dropped and the run goes on: the exit status
-and the report are still the run's.
+unwritable output), 130 when interrupted (Ctrl-C), with a one-line reason. The target
+runs in a host process of its own (:mod:`.remote`, :mod:`.host`): whatever it does
+there, the verdict is the judge's. ``kvoffload corpus replay`` runs its target in a
+child process (:mod:`.isolation`): a target that ends the process itself gets 1 if it
+was being checked, 2 if it was being loaded, never 0. When the reader of standard
+output or standard error goes away (``kvoffload check | head``), the rest of that output
+is dropped and the run goes on: the exit status and the report are still the run's.
 """
 
 from __future__ import annotations
@@ -122,14 +123,35 @@ class _OutputOrNothing:
         return getattr(self._stream, name)
 
 
+def _fill_closed_descriptors() -> None:
+    """Started with descriptor 0, 1 or 2 closed (``>&-``): point it at the null device,
+    so that no pipe to a host is given that number (a host would inherit it as its
+    standard error). Python's stream for it stays None: nothing is printed there."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:  # a lower one was closed too: it is filled first, in order
+                os.dup2(null, fd)
+                os.close(null)
+
+
 def entry() -> int:
     """The ``kvoffload`` command: :func:`main` in a child process, so that no way a
     target ends the process passes for a verdict (:mod:`.isolation`), with standard
     output and standard error that survive their reader (:class:`_OutputOrNothing`)."""
+    _fill_closed_descriptors()
     if sys.stdout is not None:  # None: started with the descriptor closed (print skips it)
         sys.stdout = _OutputOrNothing(sys.stdout)
     if sys.stderr is not None:
         sys.stderr = _OutputOrNothing(sys.stderr)
+    if sys.argv[1:2] == ["check"]:  # the judge: targets run in hosts (or --in-process)
+        try:
+            return main()
+        except KeyboardInterrupt:  # Ctrl-C before the run's own handler is installed
+            print("kvoffload: interrupted by Ctrl-C", file=sys.stderr)
+            return 130
     return run_isolated(main, exit_normally=True)
 
 

@@ -59,10 +59,12 @@ def is_reported(value: object) -> TypeGuard[Reported]:
 
 
 def crash(run: Lockstep, call: Call, error: BaseException, expected: str) -> PropertyViolation:
-    return PropertyViolation(
+    violation = PropertyViolation(
         "crash", f"{call} raised {ex.error_text(error)}",
         [call_row(call), ("answer", expected, ex.error_text(error)),
          *ex.context(run.state, call.keys)])
+    violation.host_ended = getattr(type(error), "HOST_ENDED", False) is True
+    return violation
 
 
 def unexpected_error(run: Lockstep, call: Call, error: BaseException, expected: object) -> None:

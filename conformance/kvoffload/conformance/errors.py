@@ -65,6 +65,9 @@ class PropertyViolation(Exception):
         self.timed_out = False
         """A call overran --call-timeout: the target hangs, and the run stops here (every
         example would wait out the timeout again)."""
+        self.host_ended = False
+        """The target's host process ended (or wrote garbage) in this call: every
+        example would end it again, so the run stops here, as for ``timed_out``."""
         self.probe = False
         """Found by the lookups around a rejected call, not by the call's own answer."""
 

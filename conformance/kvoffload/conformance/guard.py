@@ -164,7 +164,7 @@ def guarded_call(
             _State.started = None
     except CallTimeout:
         _State.fired = False
-        raise _overran(call, timeout, time.perf_counter() - start) from None
+        raise overran(call, timeout, time.perf_counter() - start) from None
     except (Interrupted, UsageError):
         raise
     except KeyboardInterrupt as error:
@@ -175,13 +175,14 @@ def guarded_call(
         answer = (None, error)
     if timeout > 0 and (_State.fired or time.perf_counter() - start > timeout):
         _State.fired = False
-        raise _overran(call, timeout, time.perf_counter() - start)
+        raise overran(call, timeout, time.perf_counter() - start)
     if _State.stop_requested:
         raise Interrupted("stopped by Ctrl-C")
     return answer
 
 
-def _overran(call: object, timeout: float, elapsed: float) -> PropertyViolation:
+def overran(call: object, timeout: float, elapsed: float) -> PropertyViolation:
+    """The liveness violation of a call that did not return within ``timeout``."""
     violation = PropertyViolation(
         "liveness", f"{call} did not return within --call-timeout {timeout:g} s "
         f"(stopped after {elapsed:.1f} s)",

@@ -17,7 +17,8 @@ the slot its block was stored in" compares the target with itself through the sp
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from kvoffload.spec import (
@@ -38,15 +39,40 @@ from . import explain as ex
 from .adapter_api import Adapter, Reported
 from .compare import lookup_agrees
 from .config import CheckConfig
-from .errors import PropertyViolation, Untranslatable
-from .explain import call_row, show
-from .guard import guarded_call
+from .errors import PropertyViolation, TargetLoadError, Untranslatable
+from .explain import call_row, error_text, show
+from .guard import CallTimeout, Interrupted, guarded_call, overran, stop_requested
 
-__all__ = ["Lockstep", "TargetAnswer", "lookup_agrees", "replay", "show"]
+__all__ = ["Lockstep", "TargetAnswer", "construct", "lookup_agrees", "replay", "show"]
+
+DEFERRED = frozenset({Op.LOOKUP, Op.TOUCH, Op.COMPLETE_STORE, Op.COMPLETE_LOAD,
+                      Op.RESET_CACHE, Op.TAKE_EVENTS, Op.PREPARE_LOAD})
+"""Calls whose answer the spec's next state does not depend on: to a target in a host
+(an adapter with ``post``), they are sent without waiting, and their answers compared,
+in order, before the next call whose answer the spec needs (a store plan: the target's
+victims and slots; a completion naming a load's ticket not read yet), a rejected call,
+or at the end."""
+WINDOW = 64
+"""At most this many calls sent and not yet compared."""
 
 OBSERVATIONS = frozenset({"lookup", "events", "epochs"})
 """Properties whose check only observes an answer: the spec's state moves on the same
 whether it agrees or not, so a silenced one can be passed over without ending the run."""
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A call sent to a host whose answer is not read yet, with what its comparison
+    needs: the spec's state before and after it, its expected answer, and where it
+    stands in the trace."""
+
+    call: Call
+    before: CacheState
+    after: CacheState
+    expected: Output
+    length: int
+    generated: int
+    phase: str
 
 
 @dataclass
@@ -79,6 +105,11 @@ class Lockstep:
         self.to_target: dict[int, int] = {}
         """Spec ticket -> the target's ticket for the same job (one to one)."""
         self.to_spec: dict[int, int] = {}
+        self.pending: deque[_Pending] = deque()
+        """Calls sent to a host, answers not yet compared (see :data:`DEFERRED`)."""
+        self.deferring = callable(getattr(adapter, "post", None))
+        self.times_itself = getattr(adapter, "times_itself", False) is True
+        """A host's adapter times each call itself (the judge's timer stays off)."""
 
     # --- driving -------------------------------------------------------------------
 
@@ -97,20 +128,54 @@ class Lockstep:
             output = self._dispatch(call)
             check_invariants(self.state)
         except PropertyViolation as violation:
-            self._stamp(violation)
+            if violation.step == 0:  # not stamped yet (a deferred answer's is)
+                self._stamp(violation)
             raise
         return output
 
-    def _stamp(self, violation: PropertyViolation) -> None:
-        """Record where ``violation`` happened (a failure in the drain is a leak)."""
+    def _stamp(self, violation: PropertyViolation, where: _Pending | None = None) -> None:
+        """Record where ``violation`` happened (a failure in the drain is a leak): at the
+        last call, or at the deferred call ``where``."""
         self.failed = True
-        if self.phase == "drain" and violation.prop == "rejection":
+        self.pending.clear()
+        length = len(self.trace) if where is None else where.length
+        phase = self.phase if where is None else where.phase
+        if phase == "drain" and violation.prop == "rejection":
             violation.prop = "liveness"
             violation.message = "after every running copy completed, " + violation.message
-        violation.trace = tuple(self.trace)
-        violation.generated = self.generated
+        violation.trace = tuple(self.trace[:length])
+        violation.generated = self.generated if where is None else where.generated
         violation.capacity = self.config.capacity
-        violation.step = len(self.trace)
+        violation.step = length
+
+    def settle(self) -> None:
+        """Compare the answers of the calls sent and not yet compared, in order; raise
+        the first divergence, stamped at its own call."""
+        while self.pending:
+            sent = self.pending.popleft()
+            try:
+                self._compare_later(sent)
+            except PropertyViolation as violation:
+                self._stamp(violation, sent)
+                raise
+
+    def _compare_later(self, sent: _Pending) -> None:
+        call = sent.call
+        try:
+            value, error = self.adapter.collect(call.op), None  # type: ignore[attr-defined]  # deferring: a host's adapter
+        except CallTimeout:
+            raise overran(call, self.config.call_timeout, self.config.call_timeout) from None
+        except (Interrupted, KeyboardInterrupt):
+            raise
+        except Exception as raised:  # the target's answer: an error, a host that failed
+            value, error = None, raised
+        now, self.state = self.state, sent.before
+        try:
+            if error is not None:
+                compare.unexpected_error(self, call, error, sent.expected)
+            self._check(call, sent.after, sent.expected, value)
+        finally:
+            self.state = now
 
     def drain(self, stale_completions: bool) -> None:
         """Complete every running copy, then store as many new keys as there are free or
@@ -140,6 +205,7 @@ class Lockstep:
             fresh = tuple(k for k in (f"new{i}" for i in range(room + len(self.seen)))
                           if k not in self.seen)[:room]
             self.step(Call(Op.PREPARE_STORE, fresh))
+        self.settle()
         self.phase = "run"
 
     def call_target(self, call: Call) -> TargetAnswer:
@@ -147,7 +213,8 @@ class Lockstep:
         the spec's: the target is told its own ticket for that job."""
         if call.ticket is not None:
             call = replace(call, ticket=self.target_ticket(call.ticket), job=None)
-        return TargetAnswer(*guarded_call(send, self.adapter, call, self.config.call_timeout))
+        timeout = 0 if self.times_itself else self.config.call_timeout
+        return TargetAnswer(*guarded_call(send, self.adapter, call, timeout))
 
     def target_ticket(self, spec_ticket: int) -> int:
         """The target's ticket for the spec's ``spec_ticket``; for a ticket the spec never
@@ -168,9 +235,16 @@ class Lockstep:
     # --- one call --------------------------------------------------------------------
 
     def _dispatch(self, call: Call) -> Output | MisuseError:
+        if self.pending and call.op not in DEFERRED:
+            self.settle()
         if call.op is Op.PREPARE_STORE:
-            _, exact = apply(self.state, call)  # the spec's own choices: never misuse
-            answer = self.call_target(call)
+            if self.deferring:  # sent first: the host works while the spec chooses
+                chosen: list[tuple[CacheState, Output]] = []
+                answer = self._batch([call], lambda: chosen.append(apply(self.state, call)))[0]
+                _, exact = chosen[0]
+            else:
+                _, exact = apply(self.state, call)  # the spec's own choices: never misuse
+                answer = self.call_target(call)
             if answer.error is not None:
                 compare.unexpected_error(self, call, answer.error, exact)
             self.state, plan = compare.check_store(self, call, exact, answer.value)
@@ -178,19 +252,44 @@ class Lockstep:
         try:
             new_state, expected = apply(self.state, call)
         except MisuseError as misuse:
+            if self.pending:
+                self.settle()
             self._expect_rejection(call, misuse)
             return misuse
+        if self.deferring and call.op in DEFERRED:
+            return self._defer(call, new_state, expected)
         answer = self.call_target(call)
         if answer.error is not None:
             compare.unexpected_error(self, call, answer.error, expected)
+        self._check(call, new_state, expected, answer.value)
+        self.state = new_state
+        return expected
+
+    def _check(self, call: Call, new_state: CacheState, expected: Output,
+               value: object) -> None:
         try:
-            compare.CHECKS[call.op](self, call, new_state, expected, answer.value)
+            compare.CHECKS[call.op](self, call, new_state, expected, value)
         except PropertyViolation as violation:
             if violation.prop not in self.silenced or violation.prop not in OBSERVATIONS:
                 raise
             if violation.prop == "events":  # resynchronise the subscriber and go on
                 self.subscriber = set(new_state.announced)
+
+    def _defer(self, call: Call, new_state: CacheState, expected: Output) -> Output:
+        """Send ``call`` to the host and go on; its answer is compared later."""
+        sent = call
+        if call.ticket is not None:
+            if call.ticket not in self.to_target and self.pending:
+                self.settle()  # the plan that issued it may be pending: its ticket first
+            sent = replace(call, ticket=self.target_ticket(call.ticket), job=None)
+        self.adapter.post(sent)  # type: ignore[attr-defined]  # deferring: a host's adapter
+        self.pending.append(_Pending(call, self.state, new_state, expected, len(self.trace),
+                                     self.generated, self.phase))
         self.state = new_state
+        if len(self.pending) >= WINDOW:
+            self.settle()
+        if stop_requested():
+            raise Interrupted("stopped by Ctrl-C")
         return expected
 
     def _expect_rejection(self, call: Call, misuse: MisuseError) -> None:
@@ -200,8 +299,14 @@ class Lockstep:
         and just after the call: the answers must not move (target against itself,
         so a lookup that was already wrong is reported as a lookup violation).
         """
-        before = self._probe(call, None)
-        error = self.call_target(call).error
+        probes = [Call(Op.LOOKUP, (key,)) for key in sorted(self.seen, key=repr)]
+        answers: Iterator[TargetAnswer]
+        if self.deferring:  # one round trip: the probes, the call, the probes again
+            answers = iter(self._batch([*probes, call, *probes]))
+        else:
+            answers = (self.call_target(c) for c in [*probes, call, *probes])
+        before = self._probe(call, probes, answers, None)
+        error = next(answers).error
         if isinstance(error, Untranslatable) and error.prop == "arguments":  # not an answer
             raise PropertyViolation("arguments", f"{call}: {error.message}",
                                     [call_row(call), ("answer", "rejected", error.message)])
@@ -221,16 +326,44 @@ class Lockstep:
                 f"{type(error).__name__} [{code}]",
                 [call_row(call), ("error", f"{type(misuse).__name__} [{misuse.code}]",
                                   f"{type(error).__name__} [{code}]")])
-        self._probe(call, before)
+        self._probe(call, probes, answers, before)
 
-    def _probe(self, call: Call, before: dict[Key, Reported] | None) -> dict[Key, Reported]:
-        """Look up every key seen so far. Before the call (``before`` is None) the answers
-        must agree with the spec; after it, they must equal the answers before."""
-        answers: dict[Key, Reported] = {}
-        for key in sorted(self.seen, key=repr):
-            probe = Call(Op.LOOKUP, (key,))
+    def _batch(self, calls: list[Call],
+                meanwhile: Callable[[], object] | None = None) -> list[TargetAnswer]:
+        """Send ``calls`` to the host at once, run ``meanwhile``, then read their answers
+        in order (a call that overruns the timeout is a liveness violation)."""
+        for call in calls:
+            sent = call
+            if call.ticket is not None:
+                sent = replace(call, ticket=self.target_ticket(call.ticket), job=None)
+            self.adapter.post(sent)  # type: ignore[attr-defined]  # deferring: a host's adapter
+        if meanwhile is not None:
+            self.adapter.flush()  # type: ignore[attr-defined]  # deferring: a host's adapter
+            meanwhile()
+        answers = []
+        for call in calls:
+            try:
+                answers.append(TargetAnswer(self.adapter.collect(call.op)))  # type: ignore[attr-defined]  # deferring
+            except CallTimeout:
+                raise overran(call, self.config.call_timeout, self.config.call_timeout) from None
+            except (Interrupted, KeyboardInterrupt):
+                raise
+            except Exception as raised:  # the target's answer: an error, a host that failed
+                answers.append(TargetAnswer(error=raised))
+        if stop_requested():
+            raise Interrupted("stopped by Ctrl-C")
+        return answers
+
+    def _probe(self, call: Call, probes: list[Call], answers: Iterator[TargetAnswer],
+               before: dict[Key, Reported] | None) -> dict[Key, Reported]:
+        """Look up every key seen so far (``probes``, answered by ``answers``). Before the
+        call (``before`` is None) the answers must agree with the spec; after it, they
+        must equal the answers before."""
+        read: dict[Key, Reported] = {}
+        for probe in probes:
+            key = probe.keys[0]
             _, expected = apply(self.state, probe)
-            answer = self.call_target(probe)
+            answer = next(answers)
             if answer.error is not None:
                 raise compare.crash(self, probe, answer.error, show(expected))
             got = answer.value
@@ -246,8 +379,8 @@ class Lockstep:
                      (f"lookup({key!r}) before the call", show(expected), show(before.get(key))),
                      (f"lookup({key!r}) after the call", show(expected), show(got)),
                      *ex.context(self.state, (key,))])
-            answers[key] = got
-        return answers
+            read[key] = got
+        return read
 
     def _probe_agrees(self, call: Call, probe: Call, expected: LookupResult,
                       got: Reported) -> None:
@@ -264,6 +397,51 @@ class Lockstep:
         raise violation
 
 
+@dataclass(frozen=True)
+class _Construction:
+    """A construction of the target, as the guard names it in a liveness message."""
+
+    capacity: int
+
+    def __str__(self) -> str:
+        return f"constructing a target of {self.capacity} slot{'s' * (self.capacity != 1)}"
+
+
+def _build(make: Callable[[int], Adapter], what: _Construction) -> Adapter:
+    return make(what.capacity)
+
+
+def construct(make_adapter: Callable[[int], Adapter], capacity: int, timeout: float) -> Adapter:
+    """A fresh target for an example or a replay, built under the call timeout.
+
+    The run has built the target once already (to read its capabilities), so a
+    construction that raises now is the target's failure (``crash``), and one that
+    overruns the timeout a ``liveness`` failure, each with an empty trace.
+    """
+    what = _Construction(capacity)
+    ended = False
+    if getattr(make_adapter, "times_itself", False) is True:
+        timeout = 0  # a host's builder times itself (its start-up is not construction)
+    try:
+        adapter, error = guarded_call(_build, make_adapter, what, timeout)
+    except TargetLoadError as load_error:  # the constructor raised (its class and message)
+        text = str(load_error)
+    except PropertyViolation as violation:  # the constructor overran the timeout
+        violation.capacity = capacity
+        raise
+    else:
+        if error is None and adapter is not None:
+            return adapter  # type: ignore[return-value]  # what make_adapter built
+        text = f"{what} failed: {error_text(error) if error is not None else 'no target'}"
+        ended = getattr(type(error), "HOST_ENDED", False) is True
+    failed = PropertyViolation(
+        "crash", f"{text} ({what}; an earlier construction succeeded)",
+        [("call", str(what), str(what)), ("answer", "a target", text)])
+    failed.capacity = capacity
+    failed.host_ended = ended
+    raise failed
+
+
 def _by_slot(block: object) -> int:
     return int(getattr(block, "slot", 0))
 
@@ -278,4 +456,5 @@ def replay(
         run.step(call)
     if drain:
         run.drain(stale_completions=not config.assumes("no-stale-completions"))
+    run.settle()
     return run

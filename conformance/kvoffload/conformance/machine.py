@@ -51,7 +51,7 @@ from kvoffload.spec import (
 from .adapter_api import Adapter, Capabilities
 from .config import CheckConfig, tier_size
 from .errors import PropertyViolation
-from .lockstep import Lockstep
+from .lockstep import Lockstep, construct
 
 CHOICE = st.integers(0, 2**32 - 1)
 """One draw per step: Hypothesis costs about 0.1 ms per value drawn, more than a
@@ -226,7 +226,11 @@ class LockstepMachine(RuleBasedStateMachine):
     def _fresh_target(self) -> None:
         config = replace(self.setup.config, capacity=self.capacity)
         try:
-            adapter = self.setup.make_adapter(self.capacity)
+            adapter = construct(self.setup.make_adapter, self.capacity, config.call_timeout)
+        except PropertyViolation as violation:
+            self.broken = True
+            self.setup.counters.saw(violation)
+            raise
         except Exception as error:
             self.setup.counters.broke(error)
             raise

@@ -14,7 +14,7 @@ from kvoffload.spec import Call
 from .config import CheckConfig
 from .guard import timed_calls
 from .lockstep import replay
-from .targets import prepare
+from .remote import is_exec_target, target_session
 
 REPLAY_OPTIONS = ("profile", "policy", "level", "assume", "capacity", "adapter",
                   "call_timeout")
@@ -42,5 +42,7 @@ def reproduce(
     diverges; returns quietly once it conforms on this trace.
     """
     config = config_from(configuration)
-    prepared = prepare(target, config)
-    replay(prepared.make_adapter(config.capacity), config, calls, drain=drain)
+    # A Python target replays in this process (a reproducer is for debugging it); an
+    # ``exec:`` target through its host.
+    with target_session(target, config, in_process=not is_exec_target(target)) as prepared:
+        replay(prepared.make_adapter(config.capacity), config, calls, drain=drain)

@@ -23,8 +23,9 @@ from .isolation import mark_running
 from .machine import BURST, Counters, build_machine
 from .progress import Progress
 from .properties import PROPERTIES
+from .remote import startup_seconds, target_session
 from .shrink import attempt, shrink
-from .targets import Prepared, prepare, with_target_defaults
+from .targets import Prepared, with_target_defaults
 
 _run_machine: Callable[..., None] = run_state_machine_as_test
 """Hypothesis's runner, typed here: some Hypothesis releases leave it unannotated."""
@@ -155,14 +156,26 @@ def run_check(
 ) -> CheckResult:
     """Check ``target`` under ``config``; raises UsageError if it cannot be checked.
 
+    The target runs in a host process of its own (:mod:`.remote`), unless ``obj`` is
+    given or ``KVOFFLOAD_IN_PROCESS=1``: then in this process, unguarded.
+
     The run goes on past a failure: each failure is shrunk and replayed, then a new
     round starts (a seed of its own, the examples left) in which the properties already
     failed are no longer checked, until every checked property has failed or the
     budget is spent (``config.stop_at_first``: after the first failure).
     """
     config = with_target_defaults(target, config)  # lmcache==: one chunk per call
-    prepared = prepare(target, config, obj)
-    mark_running()  # loaded and built: from here, a process that dies fails the target
+    with target_session(target, config, obj) as prepared:
+        mark_running()  # loaded and built: from here, a process that dies fails the target
+        result = _run(target, config, prepared, show_progress, label)
+        host_start = startup_seconds(prepared)
+        if host_start is not None:
+            result.extra["host_start_s"] = round(host_start, 3)
+        return result
+
+
+def _run(target: str, config: CheckConfig, prepared: Prepared, show_progress: bool,
+         label: str | None) -> CheckResult:
     if config.seed is None:
         config = replace(config, seed=random.SystemRandom().randrange(2**32))
     config = replace(config, adapter=prepared.adapter)
@@ -178,7 +191,8 @@ def run_check(
     while _explore(result, prepared, counters, progress, start):
         failed = {f.violation.prop for f in result.failures}
         if (config.stop_at_first or counters.examples >= config.max_examples
-                or failed >= set(result.checked) or result.failures[-1].violation.timed_out):
+                or failed >= set(result.checked) or result.failures[-1].violation.timed_out
+                or result.failures[-1].violation.host_ended):
             break
     result.examples, result.steps = counters.examples, counters.steps
     result.seconds = time.perf_counter() - start

@@ -24,7 +24,7 @@ from kvoffload.spec import Call, Key, Op, excluded_by
 from .adapter_api import Adapter
 from .config import SMALL_TIERS, CheckConfig
 from .errors import PropertyViolation
-from .lockstep import Lockstep
+from .lockstep import Lockstep, construct
 
 
 def attempt(
@@ -37,14 +37,16 @@ def attempt(
     """Replay ``calls`` (then the drain) on a tier of ``config.capacity`` slots; the
     violation raised, or None if it passes or a call is one the configuration never
     generates."""
-    run = Lockstep(make_adapter(config.capacity), config, silenced=silenced)
     try:
+        run = Lockstep(construct(make_adapter, config.capacity, config.call_timeout), config,
+                       silenced=silenced)
         for call in calls:
             if excluded_by(run.state, call, config.assumptions) is not None:
                 return None
             run.step(call)
         if drain:
             run.drain(stale_completions=not config.assumes("no-stale-completions"))
+        run.settle()
     except PropertyViolation as violation:
         return violation
     return None

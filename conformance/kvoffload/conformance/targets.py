@@ -61,6 +61,9 @@ class Prepared:
     capabilities: Capabilities
     make_adapter: Callable[[int], Adapter]
     """Builds one adapted instance with the given capacity (one per example)."""
+    sample: Adapter | None = None
+    """The instance built to read the capabilities (``config.capacity`` slots): a host
+    hands it out as its first target instead of building another."""
 
 
 def absolute_target(target: str) -> str:
@@ -215,14 +218,15 @@ def prepare(text: str, config: CheckConfig, obj: Any = None) -> Prepared:
         raise UsageError(
             f"the {name} adapter's lookup cannot report PENDING (it answers a hit-prefix "
             "length), so only --profile safe can be checked")
-    return Prepared(text, name, reason, caps, lambda capacity: _build(text, make, capacity))
+    return Prepared(text, name, reason, caps, lambda capacity: _build(text, make, capacity),
+                    sample)
 
 
 def _prepare_lmcache(text: str, config: CheckConfig) -> Prepared:
     """``lmcache==X``: one of LMCache's backends, after ``--adapter``."""
     name, reason, make = lmcache_factory(text, config)
     sample = _build(text, make, config.capacity)
-    return Prepared(text, name, reason, sample.capabilities, make)
+    return Prepared(text, name, reason, sample.capabilities, make, sample)
 
 
 def _detect(text: str, obj: Any, config: CheckConfig) -> tuple[str, str]:
