@@ -204,9 +204,10 @@ def traffic_native(manager: Any, requests: Sequence[tuple[Sequence[bytes], Seque
     """Serve a request trace (each request: its block keys in prefix order, and the same
     keys last first) on a native-API manager with zero transfer time, as
     ``kvoffload traffic`` does: look the keys up in order until the first non-hit,
-    ``prepare_load`` the hit prefix (pinned, so the store cannot evict it), ``prepare_store``
-    the rest, complete the load and the store, ``touch`` every key of the request (passed last first, so the last block ends
-    most recent), drain the events. Returns the block operations and the prefix hits."""
+    ``prepare_load`` the hit prefix (pinned, so the store cannot evict it),
+    ``prepare_store`` the rest, complete the load and the store, ``touch`` every key of
+    the request (passed last first, so the last block ends most recent), drain the
+    events. Returns the block operations and the prefix hits."""
     lookup, prepare_load, complete_load, prepare_store, complete_store, take_events = (
         _api(manager))
     touch = manager.touch
