@@ -407,7 +407,7 @@ class OffloadManager:
         """Mark keys as used for the eviction order; absent keys are ignored."""
         if type(keys) is not tuple and type(keys) is not list:
             keys = tuple(keys)
-        self._order.touched(keys, self._ready)
+        self._eviction.touched(keys, self._ready)
 
     def prepare_store(self, keys: Iterable[Key]) -> StorePlan | StoreRejected:
         """Give slots to the keys not yet present under a fresh ticket, evicting exactly
@@ -450,7 +450,7 @@ class OffloadManager:
                     candidates -= sum(1 for k in protected if k in ready and k not in readers)
             if needed > candidates:
                 return StoreRejected(needed=count, available=free + candidates)
-        victims = self._order.stored(new, free, protected)
+        victims = self._eviction.stored(new, free, protected)
         if victims:
             if victims.__class__ is not tuple:
                 victims = tuple(victims)
@@ -539,7 +539,7 @@ class OffloadManager:
             self._stores_done(done, taken)
         elif done:  # failed: each block is ABSENT again, its slot free
             self._free.extend(taken)
-            self._order.removed(done)
+            self._eviction.removed(done)
         if missed:
             finished = set(done)
             released, ignored = self._release(
