@@ -292,7 +292,8 @@ class OffloadManager:
                 first = readers.get(key)
                 if first is not None and (ticket is None or first == ticket) and key not in more:
                     del readers[key]  # decode's usual call: its only reader leaves
-                    return self._one_evictable(key)
+                    self._evictable[key] = None
+                    return completion((key,), (), ())
             elif ticket is None:  # vLLM's form: the usual call
                 finished = self._finish_running_loads(keys)
                 if finished is not None:
@@ -328,11 +329,6 @@ class OffloadManager:
         else:
             return None
         return completion(keys if type(keys) is tuple else tuple(keys), (), ())
-
-    def _one_evictable(self, key: Key) -> Completion:
-        """A one-key completion applied, its block now evictable: the order is told."""
-        self._evictable[key] = None
-        return completion((key,), (), ())
 
     def _finish_loads(self, keys: Sequence[Key], ticket: Ticket | None) -> None:
         """Load ``ticket`` (None: the oldest) of each key's READY block finishes (each key
@@ -507,7 +503,11 @@ class OffloadManager:
                 key = keys[0]
                 if key in storing and (ticket is None or slot_jobs[storing[key]] == ticket):
                     done: tuple[Key, ...] = (key,)  # decode's usual call: one block READY
-                    self._stores_done(done, (storing.pop(key),))
+                    self._ready[key] = storing.pop(key)  # as _stores_done, without its call
+                    self._evictable[key] = None
+                    log = self._log
+                    if log is not None:
+                        log.append((True, done))
                     return completion(done, (), ())
             elif ticket is None:
                 pop = storing.pop
