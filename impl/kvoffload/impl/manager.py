@@ -515,7 +515,13 @@ class OffloadManager:
                 slots = list(map(pop, keys, _NO_SLOTS))
                 if before - len(storing) == len(keys):  # all STORING, none twice: the usual call
                     done = keys if isinstance(keys, tuple) else tuple(keys)
-                    self._stores_done(done, slots)  # type: ignore[arg-type]  # None ruled out
+                    ready, evictable = self._ready, self._evictable  # as _stores_done, inline
+                    for key, slot in zip(done, slots):  # noqa: B905  # same length
+                        ready[key] = slot  # type: ignore[assignment]  # None ruled out above
+                        evictable[key] = None
+                    log = self._log
+                    if log is not None:
+                        log.append((True, done))
                     return completion(done, (), ())
                 for key, slot in zip(keys, slots):  # noqa: B905  # same length; put back, sorted out below
                     if slot is not None:
