@@ -412,7 +412,8 @@ class TouchForwardOrder(OffloadManager):
 
 
 class _MostRecentFirst(LruEviction):
-    def evict(self, count: int, protected: Any) -> list[Key]:
+    def stored(self, keys: Sequence[Key], free: int, protected: Any) -> Sequence[Key]:
+        count = max(len(keys) - free, 0)
         victims = [k for k in reversed(self.queue) if k not in protected][:count]
         for key in victims:
             del self.queue[key]

@@ -37,10 +37,27 @@ class LruEviction:
 
     def stored(self, keys: Sequence[Key], free: int, protected: Collection[Key]
                ) -> Sequence[Key]:
-        """``prepare_store`` accepted these new keys with ``free`` slots free: evict the
-        missing ones, least recent first; STORING blocks are not queued."""
+        """``prepare_store`` accepted these new keys with ``free`` slots free: remove and
+        return as many of the least recent keys not in ``protected`` as the keys beyond
+        ``free`` need, least recent first (the one place LRU chooses victims). STORING
+        blocks are not queued; only the number of keys matters."""
         needed = len(keys) - free
-        return self.evict(needed, protected) if needed > 0 else ()
+        if needed <= 0:
+            return ()
+        queue = self.queue
+        if protected:
+            victims = tuple(islice(filterfalse(protected.__contains__, queue), needed))
+        elif needed == 1 and queue:  # decode's usual store
+            return (queue.popitem(False)[0],)
+        else:
+            victims = tuple(islice(queue, needed))
+        if len(victims) != needed:
+            raise InvariantViolation(
+                "lru_queues_evictable_blocks",
+                f"asked for {needed} victims, the queue holds {len(victims)} unprotected keys")
+        for key in victims:
+            del queue[key]
+        return victims
 
     def removed(self, keys: Sequence[Key]) -> None:
         """A failed store was never queued."""
@@ -59,21 +76,9 @@ class LruEviction:
             return
 
     def evict(self, count: int, protected: Collection[Key]) -> Sequence[Key]:
-        """Remove and return the ``count`` least recent keys not in ``protected``."""
-        queue = self.queue
-        if protected:
-            victims = tuple(islice(filterfalse(protected.__contains__, queue), count))
-        elif count == 1 and queue:  # decode's usual store
-            return (queue.popitem(False)[0],)
-        else:
-            victims = tuple(islice(queue, count))
-        if len(victims) != count:
-            raise InvariantViolation(
-                "lru_queues_evictable_blocks",
-                f"asked for {count} victims, the queue holds {len(victims)} unprotected keys")
-        for key in victims:
-            del queue[key]
-        return victims
+        """Remove and return the ``count`` least recent keys not in ``protected``: what a
+        store of ``count`` new keys with no slot free evicts."""
+        return self.stored(range(count), 0, protected)
 
     def cleared(self) -> None:
         self.queue.clear()
