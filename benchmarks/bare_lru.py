@@ -1,7 +1,7 @@
 """A bare dict-and-OrderedDict LRU manager: the floor for any Python manager.
 
 No deduplication, no checks, no reset, events as a plain log: only what the
-benchmark trace needs (unique keys, no misuse). It speaks the native API's shape
+benchmark traces need (unique keys, no misuse). It speaks the native API's shape
 (``lookup`` answers the spec's ``LookupResult``) so the native driver can run it.
 Not a product: a yardstick.
 """
@@ -88,6 +88,13 @@ class BareLru:
                 self.free.append(self.slot.pop(key))
         if success and done:
             self.events.append((False, done))
+
+    def touch(self, keys: Sequence[bytes]) -> None:
+        """vLLM 0.24's order: walked backwards, so the first key ends most recent."""
+        lru = self.lru
+        for key in reversed(keys):
+            if key in lru:
+                lru.move_to_end(key)
 
     def take_events(self) -> list[tuple[bool, list[bytes]]]:
         events, self.events = self.events, []

@@ -197,3 +197,92 @@ def decode_vllm(manager: Any, batches: Sequence[Sequence[bytes]],
             seen += len(event.keys)
         ops += 5 * len(keys)
     return ops, seen
+
+
+def traffic_native(manager: Any, requests: Sequence[tuple[Sequence[bytes], Sequence[bytes]]],
+                   bare: bool = False) -> tuple[int, int]:
+    """Serve a request trace (each request: its block keys in prefix order, and the same
+    keys last first) on a native-API manager with zero transfer time, as
+    ``kvoffload traffic`` does: look the keys up in order until the first non-hit,
+    ``prepare_load`` the hit prefix (pinned, so the store cannot evict it),
+    ``prepare_store`` the rest, complete the load and the store, ``touch`` every key of
+    the request (passed last first, so the last block ends most recent), drain the
+    events. Returns the block operations and the prefix hits."""
+    lookup, prepare_load, complete_load, prepare_store, complete_store, take_events = (
+        _api(manager))
+    touch = manager.touch
+    ops = hits_in_all = 0
+    for keys, last_first in requests:
+        hits = 0
+        for key in keys:
+            if lookup(key) is not _HIT:
+                break
+            hits += 1
+        ops += hits + (hits < len(keys))
+        if hits:
+            loaded = keys[:hits]
+            prepare_load(loaded)
+        stored = None
+        if hits < len(keys):
+            rest = keys[hits:]
+            out = prepare_store(rest)
+            ops += len(rest)
+            if bare:
+                stored = out[0] if out is not None else None
+            else:
+                stored = out.keys if out.__class__ is StorePlan else None
+        if hits:
+            complete_load(loaded)
+            ops += 2 * hits
+            hits_in_all += hits
+        if stored:
+            complete_store(stored)
+            ops += len(stored)
+        touch(last_first)
+        ops += len(keys)
+        take_events()
+    return ops, hits_in_all
+
+
+def traffic_vllm(manager: Any, requests: Sequence[tuple[Sequence[bytes], Sequence[bytes]]],
+                 contexts: Sequence[Any], hit: object, touch: bool) -> tuple[int, int]:
+    """The same trace through vLLM's manager API (``contexts``: one ``ReqContext`` per
+    request, built beforehand; ``hit``: the lookup answer meaning HIT). ``touch=False``
+    for a release without ``touch`` (0.34 ranks keys by the positions its contexts
+    carry): the call is left out, and so are its block operations."""
+    lookup, prepare_load, complete_load, prepare_store, complete_store, take_events = (
+        _api(manager))
+    touch_keys = manager.touch if touch else None
+    on_new_request, on_request_finished = manager.on_new_request, manager.on_request_finished
+    ops = hits_in_all = 0
+    for (keys, last_first), context in zip(requests, contexts):  # noqa: B905  # same length
+        on_new_request(context)
+        hits = 0
+        for key in keys:
+            if lookup(key, context) is not hit:
+                break
+            hits += 1
+        ops += hits + (hits < len(keys))
+        if hits:
+            loaded = keys[:hits]
+            prepare_load(loaded, context)
+        stored = None
+        if hits < len(keys):
+            rest = keys[hits:]
+            out = prepare_store(rest, context)
+            ops += len(rest)
+            stored = out.keys_to_store if out is not None else None
+        if hits:
+            complete_load(loaded, context)
+            ops += 2 * hits
+            hits_in_all += hits
+        if stored:
+            complete_store(stored, context, True)
+            ops += len(stored)
+        if touch_keys is not None:
+            touch_keys(last_first, context)
+            ops += len(keys)
+        for _ in take_events():
+            pass
+        on_request_finished(context)
+    return ops, hits_in_all

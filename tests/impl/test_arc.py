@@ -12,8 +12,8 @@ from kvoffload.spec import InvariantViolation, StorePlan
 def arc_with(capacity: int, *keys: str) -> ArcEviction:
     """An ARC order holding ``keys`` as evictable, inserted in order (all in t1)."""
     arc = ArcEviction(capacity)
-    assert arc.stored(keys, capacity, set()) == []
-    arc.evictable(keys)
+    assert arc.stored(keys, capacity, set()) == ()
+    arc.evictable.update(dict.fromkeys(keys))
     return arc
 
 
@@ -35,25 +35,25 @@ def test_touch_of_a_storing_key_keeps_it_in_t1() -> None:
 def test_victims_come_from_t1_while_it_exceeds_p_else_from_t2() -> None:
     arc = arc_with(4, "a", "b", "c")
     arc.touched(("c",), ready={"a", "b", "c"})
-    assert arc.evict(1, set()) == ["a"]  # |t1| = 2 > p = 0: from t1
+    assert arc.evict(1, set()) == ("a",)  # |t1| = 2 > p = 0: from t1
     arc.p = 1
-    assert arc.evict(1, set()) == ["c"]  # |t1| = 1 is not > p = 1: from t2
+    assert arc.evict(1, set()) == ("c",)  # |t1| = 1 is not > p = 1: from t2
     assert arc.view().t1_evictable == ("b",)
 
 
 def test_preference_falls_back_to_the_other_list() -> None:
     arc = arc_with(3, "a", "b")
     arc.touched(("a",), ready={"a", "b"})
-    arc.pinned(["a"])  # t2 holds only a pinned key
+    del arc.evictable["a"]  # t2 holds only a pinned key
     arc.p = 3  # prefer t2
-    assert arc.evict(1, set()) == ["b"]
+    assert arc.evict(1, set()) == ("b",)
 
 
 def test_ghost_hit_adapts_p_and_enters_t2() -> None:
     arc = arc_with(2, "a", "b")
-    assert arc.evict(1, set()) == ["a"]
+    assert arc.evict(1, set()) == ("a",)
     assert arc.view().b1 == ("a",)
-    assert arc.stored(("a",), 1, set()) == []  # a slot is free: no eviction
+    assert arc.stored(("a",), 1, set()) == ()  # a slot is free: no eviction
     assert arc.p == 1
     view = arc.view()
     assert (view.t2_size, view.b1) == (1, ())
@@ -67,7 +67,7 @@ def test_replace_prefers_t1_for_a_b2_hit_when_t1_is_exactly_p() -> None:
     arc.touched(("c", "d"), ready={"c", "d", "f"})  # t2 = (d, c), t1 = (f,)
     arc.b2["b"] = None
     arc.p = 2  # b's hit in b2 lowers it to 1
-    assert arc.stored(("b",), 0, set()) == ["f"]
+    assert arc.stored(("b",), 0, set()) == ("f",)
     assert arc.p == 1
     assert arc.view().b1 == ("f",)
     assert arc.view().t2_size == 3  # d, c and b (from b2)
@@ -101,7 +101,7 @@ def test_evict_never_walks_past_pinned_blocks() -> None:
 
     order = manager._order
     assert isinstance(order, ArcEviction)
-    assert order.evict(2, Counting()) == ["x", "y"]
+    assert order.evict(2, Counting()) == ("x", "y")
     assert probes == 2
 
 

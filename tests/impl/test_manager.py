@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from collections.abc import Container
+from collections.abc import Container, Sequence
 
 import pytest
 
@@ -472,7 +472,9 @@ def test_forget_running_copies_frees_the_slots_a_reset_held() -> None:
 
 def test_an_order_assigned_later_is_told_everything_through_its_methods() -> None:
     class MostRecentFirst(LruEviction):
-        def evict(self, count: int, protected: Container[Key]) -> list[Key]:
+        def stored(self, keys: Sequence[Key], free: int, protected: Container[Key]
+                   ) -> list[Key]:
+            count = max(len(keys) - free, 0)
             victims = [k for k in reversed(self.queue) if k not in protected][:count]
             for key in victims:
                 del self.queue[key]

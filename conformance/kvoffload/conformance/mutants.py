@@ -216,7 +216,7 @@ class FailedStoreDropsReadyBlock(OffloadManager):
         if not success:
             for key in done.ignored:
                 if key in self._ready and key not in self._readers:
-                    self._order.pinned([key])
+                    del self._evictable[key]
                     self._order.removed([key])
                     self._free.append(self._ready.pop(key))
                     self._changed(False, (key,))
@@ -272,7 +272,9 @@ class EvictsPinnedBlock(OffloadManager):
 
     def prepare_load(self, keys: Iterable[Key]) -> LoadPlan:
         plan = super().prepare_load(keys)
-        self._order.evictable([k for k in plan.keys if k not in self._more_loads])
+        for key in plan.keys:
+            if key not in self._more_loads:
+                self._evictable[key] = None
         return plan
 
 
@@ -299,8 +301,8 @@ class LoadOfStoringMarksReady(OffloadManager):
         early = [k for k in unique(keys) if k in self._storing]
         for key in early:
             self._ready[key] = self._storing.pop(key)
-        if early:
-            self._order.evictable(early)
+        for key in early:
+            self._evictable[key] = None
         return super().prepare_load(keys)
 
 
@@ -332,7 +334,9 @@ class UnmatchedCompleteLoadAccepted(OffloadManager):
             broken = [k for k in error.keys if k in self._ready]
             if len(broken) < len(error.keys):
                 raise
-            self._order.pinned([k for k in broken if k not in self._readers])
+            for key in broken:
+                if key not in self._readers:
+                    del self._evictable[key]
             stored, _ = self._fold_events()
             for key in broken:
                 self._readers.pop(key, None)
@@ -408,7 +412,8 @@ class TouchForwardOrder(OffloadManager):
 
 
 class _MostRecentFirst(LruEviction):
-    def evict(self, count: int, protected: Any) -> list[Key]:
+    def stored(self, keys: Sequence[Key], free: int, protected: Any) -> Sequence[Key]:
+        count = max(len(keys) - free, 0)
         victims = [k for k in reversed(self.queue) if k not in protected][:count]
         for key in victims:
             del self.queue[key]
@@ -422,12 +427,11 @@ class MruEviction(OffloadManager):
     def __init__(self, capacity: int, policy: str = "lru") -> None:
         super().__init__(capacity, policy)
         if isinstance(self._order, LruEviction):
-            order = _MostRecentFirst()
-            self._order, self._queue = order, order.queue  # the hot paths use the queue
+            self._order = _MostRecentFirst()
 
 
 class _NoAdaptation(ArcEviction):
-    def stored(self, keys: Sequence[Key], free: int, protected: Any) -> list[Key]:
+    def stored(self, keys: Sequence[Key], free: int, protected: Any) -> Sequence[Key]:
         """p never moves (it is put back after every store): a fixed split."""
         p = self.p
         victims = super().stored(keys, free, protected)
@@ -446,7 +450,7 @@ class ArcNoAdaptation(OffloadManager):
 
 
 class _GhostHitsToT1(ArcEviction):
-    def stored(self, keys: Sequence[Key], free: int, protected: Any) -> list[Key]:
+    def stored(self, keys: Sequence[Key], free: int, protected: Any) -> Sequence[Key]:
         """Ghosts forgotten first, so every new key enters T1."""
         for key in keys:
             self.b1.pop(key, None)

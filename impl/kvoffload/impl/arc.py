@@ -25,9 +25,9 @@ order: never a walk past a pinned or in-flight block.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection, Container, Iterable, Mapping, Sequence
+from collections.abc import Collection, Container, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from itertools import filterfalse
+from itertools import chain, filterfalse
 
 from kvoffload.spec.errors import InvariantViolation
 from kvoffload.spec.vocabulary import Key
@@ -49,10 +49,39 @@ class ArcView:
     p: int
 
 
+class _Evictable(MutableMapping[Key, None]):
+    """ARC's evictable keys as one mapping (what the manager updates): setting a key puts
+    it at the most-recent end of its own list's evictable order, deleting it takes it out."""
+
+    __slots__ = ("arc",)
+
+    def __init__(self, arc: ArcEviction) -> None:
+        self.arc = arc
+
+    def __setitem__(self, key: Key, value: None) -> None:
+        self.arc.home[key][key] = None
+
+    def __delitem__(self, key: Key) -> None:
+        del self.arc.home[key][key]
+
+    def __getitem__(self, key: Key) -> None:
+        where = self.arc.home.get(key)
+        if where is None or key not in where:
+            raise KeyError(key)
+        return None
+
+    def __iter__(self) -> Iterator[Key]:
+        return chain(self.arc.t1, self.arc.t2)
+
+    def __len__(self) -> int:
+        return len(self.arc.t1) + len(self.arc.t2)
+
+
 class ArcEviction:
     """ARC's four lists and target ``p`` for a tier of ``capacity`` slots."""
 
-    __slots__ = ("b1", "b2", "capacity", "home", "p", "t1", "t1_size", "t2", "t2_size")
+    __slots__ = ("b1", "b2", "capacity", "evictable", "home", "p", "t1", "t1_size", "t2",
+                 "t2_size")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -67,8 +96,12 @@ class ArcEviction:
         self.b2: OrderedDict[Key, None] = OrderedDict()
         self.home: dict[Key, OrderedDict[Key, None]] = {}
         """Each live key's list, named by that list's evictable dict (t1 or t2)."""
+        self.evictable: MutableMapping[Key, None] = _Evictable(self)
+        """The evictable keys of both lists: the manager sets a key that becomes
+        evictable (store completed, last reader left) and deletes one that is pinned."""
 
-    def stored(self, keys: Sequence[Key], free: int, protected: Container[Key]) -> list[Key]:
+    def stored(self, keys: Sequence[Key], free: int, protected: Container[Key]
+               ) -> Sequence[Key]:
         """``prepare_store`` accepted these new keys with ``free`` slots free: each is one
         request, in call order (adapt, REPLACE if no slot is left for it, insert). Returns
         the victims, in order; the manager has checked that enough exist."""
@@ -94,7 +127,7 @@ class ArcEviction:
                 home[key] = self.t1
                 self.t1_size += 1
             self._trim()
-        return victims
+        return tuple(victims)
 
     def _replace(self, in_b2: bool, protected: Container[Key]) -> Key:
         """REPLACE(x, p): evict the least recent evictable key of the preferred list (of
@@ -127,17 +160,7 @@ class ArcEviction:
         while (b1 or b2) and self.t1_size + self.t2_size + len(b1) + len(b2) > 2 * capacity:
             (b2 if b2 else b1).popitem(last=False)
 
-    def evictable(self, keys: Iterable[Key]) -> None:
-        home = self.home
-        for key in keys:
-            home[key][key] = None
-
-    def pinned(self, keys: Iterable[Key]) -> None:
-        home = self.home
-        for key in keys:
-            del home[key][key]
-
-    def removed(self, keys: Iterable[Key]) -> None:
+    def removed(self, keys: Sequence[Key]) -> None:
         home, t1 = self.home, self.t1
         for key in keys:
             if home.pop(key) is t1:
@@ -145,9 +168,9 @@ class ArcEviction:
             else:
                 self.t2_size -= 1
 
-    def touched(self, keys: Sequence[Key], ready: Container[Key]) -> None:
+    def touched(self, keys: Sequence[Key], ready: Collection[Key]) -> None:
         home, t1, t2 = self.home, self.t1, self.t2
-        for key in reversed(keys):
+        for key in reversed(dict.fromkeys(keys)):  # a repeat's first occurrence decides
             where = home.get(key)
             # A STORING key moves to the most-recent end of its own list; it is not
             # evictable, so no evictable order changes. Absent keys (ghosts too) are ignored.
@@ -163,9 +186,9 @@ class ArcEviction:
             elif key in t2:
                 t2.move_to_end(key)
 
-    def evict(self, count: int, protected: Container[Key]) -> list[Key]:
+    def evict(self, count: int, protected: Container[Key]) -> Sequence[Key]:
         """``count`` victims outside any store (REPLACE for a key in no ghost list)."""
-        return [self._replace(False, protected) for _ in range(count)]
+        return tuple(self._replace(False, protected) for _ in range(count))
 
     def cleared(self) -> None:
         self.p = 0

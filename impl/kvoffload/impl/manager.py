@@ -9,7 +9,8 @@ Layout: one dict per phase (``_storing`` and ``_ready``, key to slot), the runni
 jobs' tickets (``_slot_jobs``: each slot's last store ticket; ``_readers``: a READY
 key's oldest running load, ``_more_loads`` its later ones), so each phase is explicit
 and lookups are a dict probe or two; the eviction order (:mod:`.lru` or :mod:`.arc`, an
-:class:`~.eviction.EvictionOrder`) holds the evictable keys; slots come from a fresh
+:class:`~.eviction.EvictionOrder`) holds the evictable keys, updated in place through
+its ``evictable`` mapping (so the manager has no branch per policy); slots come from a fresh
 counter and a free list (as in vLLM, so that with the same calls both hand out the
 same slots); every accepted plan takes the next ticket of a per-manager counter (never
 reset); events are the net change of the READY set: each call that changes the READY set
@@ -27,10 +28,9 @@ it was.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, MutableMapping, Sequence
 from dataclasses import dataclass
-from itertools import islice, repeat
+from itertools import repeat
 from typing import TypeVar
 
 from kvoffload.spec.errors import (
@@ -114,8 +114,8 @@ class OffloadManager:
     raises: BadCapacity, UnknownPolicy
     """
 
-    __slots__ = ("_capacity", "_epoch", "_eviction", "_free", "_fresh", "_load_orphans",
-                 "_log", "_more_loads", "_net_events", "_next_ticket", "_policy", "_queue",
+    __slots__ = ("_capacity", "_epoch", "_evictable", "_eviction", "_free", "_fresh",
+                 "_load_orphans", "_log", "_more_loads", "_net_events", "_next_ticket", "_policy",
                  "_readers", "_ready", "_removed", "_slot_jobs", "_store_orphans", "_stored",
                  "_storing")
 
@@ -125,9 +125,9 @@ class OffloadManager:
             raise BadCapacity(f"a tier needs an int number of slots, at least one; "
                               f"got capacity={capacity!r}")
         self._policy = policy_of(policy)
-        self._queue: OrderedDict[Key, None] | None = None
-        """LRU's queue, which the hot paths update in place (one dict operation per key,
-        no method call); None for any other order, which is told through its methods."""
+        self._evictable: MutableMapping[Key, None]
+        """The order's ``evictable`` mapping, which the hot paths update in place (one
+        dict operation per key, no method call)."""
         self._eviction: EvictionOrder
         self._order = LruEviction() if self._policy is Policy.LRU else ArcEviction(capacity)
         self._capacity = capacity
@@ -232,11 +232,7 @@ class OffloadManager:
                     self._more_loads.setdefault(key, []).append(ticket)
                 else:
                     readers[key] = ticket
-                    queue = self._queue
-                    if queue is None:
-                        self._order.pinned((key,))
-                    else:
-                        del queue[key]
+                    del self._evictable[key]
                 return load_plan((key,), (slot,), self._epoch, ticket)
         if type(keys) is not tuple:
             keys = tuple(keys)
@@ -250,41 +246,32 @@ class OffloadManager:
                 f"{list(unreadable)!r}", keys=unreadable) from None
         ticket = self._next_ticket
         self._next_ticket = ticket + 1
-        readers, queue = self._readers, self._queue
-        if queue is not None and readers.keys().isdisjoint(keys):  # LRU, no key read yet
+        readers, evictable = self._readers, self._evictable
+        if readers.keys().isdisjoint(keys):  # no key is being read yet: the usual call
             try:  # pinned as given, without a deduplication pass first
                 for key in keys:
                     readers[key] = ticket
-                    del queue[key]
+                    del evictable[key]
             except KeyError:  # a key named twice: its first occurrence pinned it
                 keys = _distinct(keys)
                 for key in keys:
                     if key not in readers:  # not reached before the repeat
                         readers[key] = ticket
-                        del queue[key]
+                        del evictable[key]
                 slots = tuple(map(ready.__getitem__, keys))
             return load_plan(keys, slots, self._epoch, ticket)
         if len(set(keys)) != len(keys):
             keys = _distinct(keys)
             slots = tuple(map(ready.__getitem__, keys))
-        if queue is None and readers.keys().isdisjoint(keys):  # no key is being read yet
-            readers.update(dict.fromkeys(keys, ticket))
-            self._order.pinned(keys)
-            return load_plan(keys, slots, self._epoch, ticket)
-        more, first = self._more_loads, []
+        more = self._more_loads
         for key in keys:  # some blocks are being read already (popular prefixes)
             if key not in readers:
                 readers[key] = ticket
-                first.append(key)
+                del evictable[key]
             elif key in more:
                 more[key].append(ticket)
             else:
                 more[key] = [ticket]
-        if queue is None:
-            self._order.pinned(first)
-        else:
-            for key in first:
-                del queue[key]
         return load_plan(keys, slots, self._epoch, ticket)
 
     def complete_load(self, keys: Iterable[Key], ticket: Ticket | None = None) -> Completion:
@@ -305,9 +292,10 @@ class OffloadManager:
                 first = readers.get(key)
                 if first is not None and (ticket is None or first == ticket) and key not in more:
                     del readers[key]  # decode's usual call: its only reader leaves
-                    return self._one_evictable(key)
-            elif ticket is None and self._queue is not None:  # LRU in vLLM's form: the usual call
-                finished = self._finish_lru_loads(keys, self._queue)
+                    self._evictable[key] = None
+                    return completion((key,), (), ())
+            elif ticket is None:  # vLLM's form: the usual call
+                finished = self._finish_running_loads(keys)
                 if finished is not None:
                     return finished
         keys = _distinct(keys)
@@ -318,53 +306,39 @@ class OffloadManager:
         self._finish_loads(keys, None)
         return completion(keys, (), ())
 
-    def _finish_lru_loads(self, keys: tuple[Key, ...] | list[Key],
-                          queue: OrderedDict[Key, None]) -> Completion | None:
-        """``complete_load`` in vLLM's form under LRU when each key has a running load on
-        its READY block (the usual call): each key's oldest load finishes, and a block whose
-        last reader left becomes the most recent. None, with nothing changed, otherwise."""
-        readers, more = self._readers, self._more_loads
+    def _finish_running_loads(self, keys: tuple[Key, ...] | list[Key]) -> Completion | None:
+        """``complete_load`` in vLLM's form when each key has a running load on its READY
+        block (the usual call): each key's oldest load finishes, and a block whose last
+        reader left becomes evictable. None, with nothing changed, otherwise."""
+        readers, more, evictable = self._readers, self._more_loads, self._evictable
         if not more or more.keys().isdisjoint(keys):  # no key has a later load
             if not all(map(readers.__contains__, keys)):
                 return None
             try:  # each key's only reader leaves
                 for key in keys:
                     del readers[key]
-                    queue[key] = None
+                    evictable[key] = None
             except KeyError:  # a key named twice: its first occurrence finished it
                 keys = _distinct(keys)
                 for key in keys:
                     if key in readers:
                         del readers[key]
-                        queue[key] = None
+                        evictable[key] = None
         elif len(readers.keys() & keys) == len(keys):  # distinct, each with a running load
             self._finish_loads(keys, None)  # some blocks are read by later loads too
         else:
             return None
         return completion(keys if type(keys) is tuple else tuple(keys), (), ())
 
-    def _one_evictable(self, key: Key) -> Completion:
-        """A one-key completion applied, its block now evictable: the order is told."""
-        queue = self._queue
-        if queue is None:
-            self._order.evictable((key,))
-        else:
-            queue[key] = None
-        return completion((key,), (), ())
-
     def _finish_loads(self, keys: Sequence[Key], ticket: Ticket | None) -> None:
         """Load ``ticket`` (None: the oldest) of each key's READY block finishes (each key
         has it); the blocks whose last reader left become evictable."""
-        readers, more, queue = self._readers, self._more_loads, self._queue
-        freed = []
+        readers, more, evictable = self._readers, self._more_loads, self._evictable
         for key in keys:
             later = more.get(key)
             if later is None:
                 del readers[key]
-                if queue is None:
-                    freed.append(key)
-                else:
-                    queue[key] = None
+                evictable[key] = None
                 continue
             if ticket is None or readers[key] == ticket:  # the oldest load leaves
                 readers[key] = later.pop(0)
@@ -372,8 +346,6 @@ class OffloadManager:
                 later.remove(ticket)
             if not later:
                 del more[key]
-        if freed:
-            self._order.evictable(freed)
 
     def _complete_stale_loads(self, keys: tuple[Key, ...]) -> Completion:
         """vLLM's form where some keys have no running load on a READY block: each must
@@ -429,7 +401,9 @@ class OffloadManager:
 
     def touch(self, keys: Iterable[Key]) -> None:
         """Mark keys as used for the eviction order; absent keys are ignored."""
-        self._order.touched(_distinct(keys), self._ready)
+        if type(keys) is not tuple and type(keys) is not list:
+            keys = tuple(keys)
+        self._eviction.touched(keys, self._ready)
 
     def prepare_store(self, keys: Iterable[Key]) -> StorePlan | StoreRejected:
         """Give slots to the keys not yet present under a fresh ticket, evicting exactly
@@ -459,27 +433,26 @@ class OffloadManager:
         capacity, free_list, fresh = self._capacity, self._free, self._fresh
         free = len(free_list) + capacity - fresh
         needed = count - free
-        victims: tuple[Key, ...] = ()
-        queue = self._queue
-        if queue is not None and 0 < needed <= len(queue) and count == len(keys):
-            # LRU, no key of the call to protect (all are new), enough evictable blocks:
-            # the least recent go (one of them in decode's usual store)
-            if needed == 1:
-                victim = queue.popitem(False)[0]
-                free_list.append(ready.pop(victim))
-                victims = (victim,)
-            else:
-                victims = tuple(islice(queue, needed))
-                for key in victims:
-                    del queue[key]
-                free_list.extend(map(ready.pop, victims))
+        protected: Collection[Key] = _NONE
+        if needed > 0:
+            readers = self._readers
+            candidates = len(ready) - len(readers)
+            # Call keys that are not new may be READY and evictable: they stay, so they
+            # are no candidates. Count them exactly only if that can decide a rejection.
+            others = len(keys) - count
+            if others:
+                protected = set(keys)
+                if needed > candidates - others:
+                    candidates -= sum(1 for k in protected if k in ready and k not in readers)
+            if needed > candidates:
+                return StoreRejected(needed=count, available=free + candidates)
+        victims = self._eviction.stored(new, free, protected)
+        if victims:
+            if victims.__class__ is not tuple:
+                victims = tuple(victims)
+            free_list.extend(map(ready.pop, victims))
             if log is not None:
                 log.append((False, victims))
-        elif needed > 0 or queue is None:
-            evicted = self._evict(keys, new, needed, free)
-            if isinstance(evicted, StoreRejected):
-                return evicted
-            victims = evicted
         self._next_ticket = ticket + 1
         # Slots as vLLM hands them out: never-used ones in order, then the free list, LIFO.
         slots: tuple[int, ...]
@@ -513,35 +486,6 @@ class OffloadManager:
             storing.update(zip(new, slots))  # noqa: B905  # same length by construction; strict= parses a keyword per call
         return store_plan(new, slots, victims, self._epoch, ticket)
 
-    def _evict(self, keys: Sequence[Key], new: tuple[Key, ...], needed: int, free: int
-               ) -> tuple[Key, ...] | StoreRejected:
-        """``prepare_store``'s evictions (and ARC's bookkeeping of its new keys):
-        ``needed`` victims not named in ``keys``, their slots freed, or the rejection if
-        there are not enough."""
-        ready = self._ready
-        protected: Collection[Key] = _NONE
-        if needed > 0:
-            readers = self._readers
-            candidates = len(ready) - len(readers)
-            # Call keys that are not new may be READY and evictable: they stay, so they
-            # are no candidates. Count them exactly only if that can decide a rejection.
-            others = len(keys) - len(new)
-            if others:
-                protected = set(keys)
-                if needed > candidates - others:
-                    candidates -= sum(1 for k in protected if k in ready and k not in readers)
-            if needed > candidates:
-                return StoreRejected(needed=len(new), available=free + candidates)
-        if self._queue is None:
-            victims = tuple(self._order.stored(new, free, protected))
-        else:  # LRU with keys of the call to protect (prepare_store takes the rest)
-            victims = tuple(self._order.evict(needed, protected))
-        if not victims:
-            return victims
-        self._free.extend(map(ready.pop, victims))
-        self._changed(False, victims)
-        return victims
-
     def complete_store(
         self, keys: Iterable[Key], success: bool = True, ticket: Ticket | None = None
     ) -> Completion:
@@ -559,7 +503,11 @@ class OffloadManager:
                 key = keys[0]
                 if key in storing and (ticket is None or slot_jobs[storing[key]] == ticket):
                     done: tuple[Key, ...] = (key,)  # decode's usual call: one block READY
-                    self._stores_done(done, (storing.pop(key),))
+                    self._ready[key] = storing.pop(key)  # as _stores_done, without its call
+                    self._evictable[key] = None
+                    log = self._log
+                    if log is not None:
+                        log.append((True, done))
                     return completion(done, (), ())
             elif ticket is None:
                 pop = storing.pop
@@ -567,7 +515,13 @@ class OffloadManager:
                 slots = list(map(pop, keys, _NO_SLOTS))
                 if before - len(storing) == len(keys):  # all STORING, none twice: the usual call
                     done = keys if isinstance(keys, tuple) else tuple(keys)
-                    self._stores_done(done, slots)  # type: ignore[arg-type]  # None ruled out
+                    ready, evictable = self._ready, self._evictable  # as _stores_done, inline
+                    for key, slot in zip(done, slots):  # noqa: B905  # same length
+                        ready[key] = slot  # type: ignore[assignment]  # None ruled out above
+                        evictable[key] = None
+                    log = self._log
+                    if log is not None:
+                        log.append((True, done))
                     return completion(done, (), ())
                 for key, slot in zip(keys, slots):  # noqa: B905  # same length; put back, sorted out below
                     if slot is not None:
@@ -591,7 +545,7 @@ class OffloadManager:
             self._stores_done(done, taken)
         elif done:  # failed: each block is ABSENT again, its slot free
             self._free.extend(taken)
-            self._order.removed(done)
+            self._eviction.removed(done)
         if missed:
             finished = set(done)
             released, ignored = self._release(
@@ -603,14 +557,10 @@ class OffloadManager:
     def _stores_done(self, keys: tuple[Key, ...], slots: Sequence[int]) -> None:
         """Successful stores of these distinct keys, their slots already taken out of
         ``_storing``: each becomes READY."""
-        queue, ready = self._queue, self._ready
-        if queue is None:
-            ready.update(zip(keys, slots, strict=True))
-            self._order.evictable(keys)
-        else:  # LRU: each block READY and most recent, in one pass
-            for key, slot in zip(keys, slots):  # noqa: B905  # same length; strict= costs a keyword parse
-                ready[key] = slot
-                queue[key] = None
+        evictable, ready = self._evictable, self._ready
+        for key, slot in zip(keys, slots):  # noqa: B905  # same length; strict= costs a keyword parse
+            ready[key] = slot  # each block READY and evictable, in one pass
+            evictable[key] = None
         log = self._log
         if log is not None:
             log.append((True, keys))
@@ -730,15 +680,14 @@ class OffloadManager:
 
     @property
     def _order(self) -> EvictionOrder:
-        """The eviction order. Assigning a fresh one (seeded-bug variants do) also decides
-        how the manager tells it: the plain :class:`LruEviction` has its queue updated in
-        place; any other order, a subclass of it included, through its methods."""
+        """The eviction order. A fresh one may be assigned (seeded-bug variants do): the
+        hot paths then update its ``evictable`` mapping."""
         return self._eviction
 
     @_order.setter
     def _order(self, order: EvictionOrder) -> None:
         self._eviction = order
-        self._queue = order.queue if type(order) is LruEviction else None
+        self._evictable = order.evictable
 
     # --- inspection --------------------------------------------------------------
 
