@@ -168,13 +168,10 @@ TestLruManagerMatchesSpec = Lockstep.TestCase
 TestLruManagerMatchesSpec.settings = SETTINGS
 TestArcManagerMatchesSpec = ArcLockstep.TestCase
 TestArcManagerMatchesSpec.settings = SETTINGS
-
-
-@pytest.mark.slow
-class TestLruManagerMatchesSpecFullBudget(TestLruManagerMatchesSpec):
-    settings = FULL_BUDGET
-
-
-@pytest.mark.slow
-class TestArcManagerMatchesSpecFullBudget(TestArcManagerMatchesSpec):
-    settings = FULL_BUDGET
+# The slow tier's copies: the same machines' test cases with the full budget.
+TestLruManagerMatchesSpecFullBudget = pytest.mark.slow(type(
+    "TestLruManagerMatchesSpecFullBudget", (TestLruManagerMatchesSpec,),
+    {"settings": FULL_BUDGET}))
+TestArcManagerMatchesSpecFullBudget = pytest.mark.slow(type(
+    "TestArcManagerMatchesSpecFullBudget", (TestArcManagerMatchesSpec,),
+    {"settings": FULL_BUDGET}))
