@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,9 @@ def vllm_config(profile: Profile = Profile.STRICT, dropped: str | None = None,
 
 def test_vllm_0_20_2_fails_lookup_within_three_calls(pytestconfig: pytest.Config) -> None:
     target = vllm_target(pytestconfig, "0.20.2")
-    result = run_check(target, vllm_config())
+    # Only the first failure is asserted: the run stops there rather than spending the
+    # rest of the budget on the other properties (the same seed finds the same one).
+    result = run_check(target, replace(vllm_config(), stop_at_first=True))
     assert result.adapter == "vllm-bool"
     assert result.violation is not None, "0.20.2 answers False for an in-flight block"
     assert result.violation.prop == "lookup"
@@ -134,8 +137,11 @@ def test_each_counterexample_found_under_dash_o_fails_on_replay_under_dash_o(
     results = replay_elsewhere(entries, "-O")
     assert results.pop("optimize") == 1
     assert results == {e["name"]: "failed" for e in entries}
-    # The control: with its asserts on, the release rejects the misuse these cases make.
-    plain = replay_elsewhere([e for e in entries if str(e["name"]).endswith("-misuse")])
+    # The control: with its asserts on, the release rejects the misuse these cases make
+    # (in this interpreter when it runs without -O: a fresh one costs a vLLM import).
+    misuse = [e for e in entries if str(e["name"]).endswith("-misuse")]
+    plain = (replay_elsewhere(misuse) if sys.flags.optimize else
+             {"optimize": 0, **{str(e["name"]): replay_recorded(e) for e in misuse}})
     assert plain.pop("optimize") == 0
     assert set(plain.values()) == {"passed"}
 

@@ -14,6 +14,7 @@ jobs) and misuse.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -158,9 +159,19 @@ class ArcLockstep(Lockstep):
     policy = Policy.ARC
 
 
-SETTINGS = settings(max_examples=300, stateful_step_count=50, deadline=None,
+SETTINGS = settings(max_examples=100, stateful_step_count=50, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
+"""The default tier's budget."""
+FULL_BUDGET = settings(SETTINGS, max_examples=300)
+"""The slow tier's: three times the examples."""
 TestLruManagerMatchesSpec = Lockstep.TestCase
 TestLruManagerMatchesSpec.settings = SETTINGS
 TestArcManagerMatchesSpec = ArcLockstep.TestCase
 TestArcManagerMatchesSpec.settings = SETTINGS
+# The slow tier's copies: the same machines' test cases with the full budget.
+TestLruManagerMatchesSpecFullBudget = pytest.mark.slow(type(
+    "TestLruManagerMatchesSpecFullBudget", (TestLruManagerMatchesSpec,),
+    {"settings": FULL_BUDGET}))
+TestArcManagerMatchesSpecFullBudget = pytest.mark.slow(type(
+    "TestArcManagerMatchesSpecFullBudget", (TestArcManagerMatchesSpec,),
+    {"settings": FULL_BUDGET}))

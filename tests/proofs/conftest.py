@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from proofs.modelcheck.bounds import PRESETS  # noqa: E402 - after the root goes on sys.path
+from proofs.modelcheck import rumur  # noqa: E402 - after the root goes on sys.path
+from proofs.modelcheck.bounds import PRESETS, Bounds  # noqa: E402 - after the root goes on sys.path
 from proofs.modelcheck.checks import CHECKS_BY_NAME, laws_only  # noqa: E402 - after the root goes on sys.path
 from proofs.modelcheck.explorer import Result, explore  # noqa: E402 - after the root goes on sys.path
 
@@ -36,3 +37,26 @@ def run_check() -> RunCheck:
     and mode (``alone``: the laws alone, ``--laws-only``) per test session, shared by the
     tests that read its result."""
     return _run_check
+
+
+_RUMUR_CHECK = rumur.check
+
+
+@cache
+def _rumur_once(bounds: Bounds, symmetry: str, threads: int, mutation: str | None
+                ) -> rumur.RumurResult:
+    return _RUMUR_CHECK(bounds, symmetry=symmetry, threads=threads, mutation=mutation)
+
+
+def _rumur_check(bounds: Bounds, *, symmetry: str = "exhaustive", threads: int = 1,
+                 mutation: str | None = None) -> rumur.RumurResult:
+    return _rumur_once(bounds, symmetry, threads, mutation)
+
+
+@pytest.fixture
+def rumur_check(monkeypatch: pytest.MonkeyPatch) -> Callable[..., rumur.RumurResult]:
+    """``rumur.check`` with one generate, compile (the costly part) and run per model and
+    bounds per test session; patched into :mod:`rumur` for the test, so the rows that
+    ``cli.run_rumur`` reproduces share the runs ``test_rumur.py`` makes."""
+    monkeypatch.setattr(rumur, "check", _rumur_check)
+    return _rumur_check

@@ -114,6 +114,7 @@ def _rumur_params(row: table.Row) -> list[object]:
 
 @pytest.mark.parametrize(("row", "preset", "mutation"),
                          [p for r in RUMUR_ROWS for p in _rumur_params(r)])
+@pytest.mark.usefixtures("rumur_check")  # shares test_rumur.py's runs
 def test_rumur_row_reproduces(row: table.Row, preset: str, mutation: str | None) -> None:
     again = cli.run_rumur(PRESETS[preset], mutation).row
     assert (again.result, again.states) == (row.result, row.states)

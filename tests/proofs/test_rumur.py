@@ -84,19 +84,23 @@ def test_bounds_are_written_into_the_model() -> None:
 
 
 @needs_rumur
-def test_rumur_agrees_with_the_python_checker_at_tiny(run_check: RunCheck) -> None:
+def test_rumur_agrees_with_the_python_checker_at_tiny(
+    run_check: RunCheck, rumur_check: Callable[..., rumur.RumurResult]
+) -> None:
     ours = run_check("spec-lru")
-    theirs = rumur.check(TINY)
+    theirs = rumur_check(TINY)
     assert theirs.verdict == ours.verdict == "holds"
     assert theirs.states == ours.states
 
 
 @needs_rumur
-def test_rumur_finds_the_same_mutant_with_a_trace_as_short(run_check: RunCheck) -> None:
+def test_rumur_finds_the_same_mutant_with_a_trace_as_short(
+    rumur_check: Callable[..., rumur.RumurResult]
+) -> None:
     check = CHECKS_BY_NAME["mutant:TouchQueuesStoring"]
     node_properties = frozenset(p.__name__ for p in NODE_PROPERTIES)
     ours = explore(replace(check.setup, properties=node_properties), TINY)
-    theirs = rumur.check(TINY, mutation="TouchQueuesStoring")
+    theirs = rumur_check(TINY, mutation="TouchQueuesStoring")
     assert ours.violation is not None
     assert theirs.verdict == "violated"
     assert ours.violation.prop in theirs.error

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -113,13 +114,35 @@ def run(data: st.DataObject, policy: Policy, ticket_form: bool, steps: int) -> N
         check_safety(state, jobs)
 
 
-@settings(max_examples=100, deadline=None)
+DEFAULT_EXAMPLES, SLOW_EXAMPLES = 40, 100
+"""Random runs per test in the default tier, and in the slow tier's full-budget copies."""
+
+
+@settings(max_examples=DEFAULT_EXAMPLES, deadline=None)
 @given(data=st.data(), policy=st.sampled_from(list(Policy)))
 def test_the_ticket_form_is_safe_with_no_assumption(data: st.DataObject, policy: Policy) -> None:
     run(data, policy, ticket_form=True, steps=30)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=DEFAULT_EXAMPLES, deadline=None)
 @given(data=st.data(), policy=st.sampled_from(list(Policy)))
 def test_vllm_form_is_safe_under_no_stale_completions(data: st.DataObject, policy: Policy) -> None:
+    run(data, policy, ticket_form=False, steps=30)
+
+
+@pytest.mark.slow
+@settings(max_examples=SLOW_EXAMPLES, deadline=None)
+@given(data=st.data(), policy=st.sampled_from(list(Policy)))
+def test_the_ticket_form_is_safe_with_no_assumption_full_budget(
+    data: st.DataObject, policy: Policy
+) -> None:
+    run(data, policy, ticket_form=True, steps=30)
+
+
+@pytest.mark.slow
+@settings(max_examples=SLOW_EXAMPLES, deadline=None)
+@given(data=st.data(), policy=st.sampled_from(list(Policy)))
+def test_vllm_form_is_safe_under_no_stale_completions_full_budget(
+    data: st.DataObject, policy: Policy
+) -> None:
     run(data, policy, ticket_form=False, steps=30)

@@ -42,12 +42,27 @@ def _untagged(output: Output) -> Output:
     return output
 
 
-@settings(max_examples=200, deadline=None)
-@given(before=st.lists(calls(), max_size=20), after=st.lists(calls(), max_size=20),
-       policy=st.sampled_from(list(Policy)))
+HISTORIES = st.lists(calls(), max_size=20)
+
+
+@settings(max_examples=75, deadline=None)
+@given(before=HISTORIES, after=HISTORIES, policy=st.sampled_from(list(Policy)))
 def test_a_renumbered_state_answers_as_the_original(
     before: list[Call], after: list[Call], policy: Policy
 ) -> None:
+    check_renumbered_answers(before, after, policy)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None)
+@given(before=HISTORIES, after=HISTORIES, policy=st.sampled_from(list(Policy)))
+def test_a_renumbered_state_answers_as_the_original_full_budget(
+    before: list[Call], after: list[Call], policy: Policy
+) -> None:
+    check_renumbered_answers(before, after, policy)
+
+
+def check_renumbered_answers(before: list[Call], after: list[Call], policy: Policy) -> None:
     state = initial_state(2, policy)
     for call in before:
         with contextlib.suppress(MisuseError):
