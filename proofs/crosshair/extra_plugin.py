@@ -1,0 +1,1 @@
+from proofs.crosshair.plugin import install; install()
