@@ -94,31 +94,58 @@ def prepare_store_allocates_or_rejects(state: CacheState, keys: Keys
     return prepare_store(state, keys)
 
 
-def complete_store_lands_on_its_job(state: CacheState, keys: Keys, success: bool,
-                                    ticket: TicketNumber | None
-                                    ) -> tuple[CacheState, Completion]:
-    """D5, D7: each key's completion finishes the job it names (ticket form) or the key's
-    running store (vLLM's form): a live STORING block becomes READY or ABSENT, a copy a
-    reset left running frees its slot; a key with no such job is ignored.
+def complete_store_ticket_form(state: CacheState, key: Key, success: bool,
+                               ticket: TicketNumber) -> tuple[CacheState, Completion]:
+    """D5, D7, the ticket form: the completion finishes job ``ticket`` where it runs: a
+    live STORING block of that job becomes READY or ABSENT, a store a reset left running
+    frees its slot; with no such job the key is ignored. (The spec matches each key of a
+    completion on its own; several keys are the vLLM-form contract's.)
 
     pre: not broken_invariants(state)
-    post: _completion_ok(state, tuple(keys), CopyKind.STORE, success, ticket, __return__[0], __return__[1])
+    post: _completion_ok(state, (key,), CopyKind.STORE, success, ticket, __return__[0], __return__[1])
     post: not broken_invariants(__return__[0])
     """
-    return complete_store(state, keys, success, ticket)
+    return complete_store(state, [key], success, ticket)
 
 
-def complete_load_lands_on_its_job(state: CacheState, keys: Keys, ticket: TicketNumber | None
-                                   ) -> tuple[CacheState, Completion | str]:
-    """D2, D6, D7: each key's completion ends one load: the one it names (ticket form) or
-    the oldest running one (vLLM's form, where a key with no load is misuse).
+def complete_store_vllm_form(state: CacheState, keys: Keys, success: bool
+                             ) -> tuple[CacheState, Completion]:
+    """D2, D5, D7, vLLM's form (no ticket): each distinct key's STORING block, else its
+    oldest store a reset left running, else ignored.
 
     pre: not broken_invariants(state)
-    post: _completion_ok(state, tuple(keys), CopyKind.LOAD, True, ticket, __return__[0], __return__[1])
+    post: _completion_ok(state, tuple(keys), CopyKind.STORE, success, None, __return__[0], __return__[1])
+    post: not broken_invariants(__return__[0])
+    """
+    return complete_store(state, keys, success)
+
+
+def complete_load_ticket_form(state: CacheState, key: Key, ticket: TicketNumber
+                              ) -> tuple[CacheState, Completion | str]:
+    """D6, D7, the ticket form: the completion ends load ``ticket`` where it runs (a
+    reader of the live block, or a load a reset left running), else the key is ignored.
+
+    pre: not broken_invariants(state)
+    post: _completion_ok(state, (key,), CopyKind.LOAD, True, ticket, __return__[0], __return__[1])
     post: not broken_invariants(__return__[0])
     """
     try:
-        return complete_load(state, keys, ticket)
+        return complete_load(state, [key], ticket)
+    except MisuseError as error:
+        return state, error.code
+
+
+def complete_load_vllm_form(state: CacheState, keys: Keys) -> tuple[CacheState, Completion | str]:
+    """D2, D6, D7, vLLM's form: each distinct key's oldest running load ends (of the
+    live block, else of the oldest copy a reset left running); a key with none is misuse
+    and the call changes nothing.
+
+    pre: not broken_invariants(state)
+    post: _completion_ok(state, tuple(keys), CopyKind.LOAD, True, None, __return__[0], __return__[1])
+    post: not broken_invariants(__return__[0])
+    """
+    try:
+        return complete_load(state, keys)
     except MisuseError as error:
         return state, error.code
 
@@ -159,7 +186,7 @@ def _prepare_load_ok(before: CacheState, keys: tuple[Key, ...], after: CacheStat
                      answer: LoadPlan | str) -> bool:
     wanted = unique(keys)
     if any(before.phase(k) is not Phase.READY for k in wanted):
-        return answer == "load-not-ready" and after is before
+        return answer == "load-not-ready" and after == before
     if not isinstance(answer, LoadPlan):
         return False
     ticket = before.next_ticket
@@ -228,7 +255,7 @@ def _completion_ok(before: CacheState, keys: tuple[Key, ...], kind: CopyKind, su
     wanted = unique(keys)
     where = {k: _landing(before, k, kind, ticket) for k in wanted}
     if kind is CopyKind.LOAD and ticket is None and "ignored" in where.values():
-        return answer == "unmatched-complete-load" and after is before
+        return answer == "unmatched-complete-load" and after == before
     if not isinstance(answer, Completion):
         return False
     sorted_out = tuple(tuple(k for k in wanted if where[k] == w)

@@ -63,9 +63,18 @@ class Bound:
                 f"{self.resets} reset(s), {loads}, {forms}: {reach}")
 
 
+ONE_SLOT = Bound("one-slot", Policy.LRU, capacity=1, keys=(0, 1), width=2, resets=1,
+                 readers=2, vllm_form=True)
+"""A confirmed bound: one slot, two keys, a reset (copies left running), two readers."""
+
+NO_RESET = Bound("no-reset", Policy.LRU, capacity=2, keys=(0, 1, 2), width=2, resets=0,
+                 readers=1, vllm_form=True)
+"""A confirmed bound: two slots, three keys (eviction, rejection), no reset."""
+
 LRU = Bound("lru", Policy.LRU, capacity=2, keys=(0, 1, 2), width=2, resets=1, readers=1,
             vllm_form=True)
-"""The bound of the confirmed rows: closed (every reachable state)."""
+"""The LRU bound of the power measurement: closed (every reachable state), too many
+states times arguments for CrossHair to exhaust every contract in minutes."""
 
 ARC = Bound("arc", Policy.ARC, capacity=2, keys=(0, 1, 2, 3), width=1, resets=0, readers=1,
             vllm_form=False, loads=False, depth=10)
@@ -73,7 +82,7 @@ ARC = Bound("arc", Policy.ARC, capacity=2, keys=(0, 1, 2, 3), width=1, resets=0,
 keys and no resets before symmetry); four keys, so that both ghost lists fill, cut at ten
 calls. Sampled, never confirmed."""
 
-BOUNDS: dict[str, Bound] = {b.name: b for b in (LRU, ARC)}
+BOUNDS: dict[str, Bound] = {b.name: b for b in (ONE_SLOT, NO_RESET, LRU, ARC)}
 
 FRESH = 9
 """A key no state of any domain has ever seen (ARC's ghosts make every universe key known)."""
