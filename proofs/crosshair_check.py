@@ -115,7 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--domains", default="lru,arc",
                         help="the bounds CacheState arguments range over (default lru,arc)")
     parser.add_argument("--mutant", help="a spec mutant of proofs/modelcheck/mutants.py")
-    parser.add_argument("--manager", help="module:Class, the manager proofs.crosshair.manager drives")
+    parser.add_argument("--manager",
+                        help="module:Class, the manager proofs/crosshair/refines.py drives")
     parser.add_argument("--power", action="store_true",
                         help="measure the refutation power on the fixed population")
     args = parser.parse_args(argv)

@@ -27,7 +27,6 @@ from kvoffload.spec import (
     Phase,
     StorePlan,
     StoreRejected,
-    broken_invariants,
     complete_load,
     complete_store,
     lookup,
@@ -42,6 +41,7 @@ from kvoffload.spec import (
 from .domain import Keys, TicketNumber
 from .plugin import native
 
+STORE, LOAD = CopyKind.STORE, CopyKind.LOAD
 ANSWERS = {Phase.ABSENT: LookupResult.MISS, Phase.STORING: LookupResult.PENDING,
            Phase.READY: LookupResult.HIT}
 
@@ -72,7 +72,7 @@ def prepare_load_pins_ready_blocks(state: CacheState, keys: Keys
     ticket; any key not READY is misuse and changes nothing.
 
     pre: not broken_invariants(state)
-    post: _prepare_load_ok(state, tuple(keys), __return__[0], __return__[1])
+    post: _prepare_load_ok(state, tuple(keys), *__return__)
     post: not broken_invariants(__return__[0])
     """
     try:
@@ -88,7 +88,7 @@ def prepare_store_allocates_or_rejects(state: CacheState, keys: Keys
     is rejected (only then) and nothing changes.
 
     pre: not broken_invariants(state)
-    post: _prepare_store_ok(state, tuple(keys), __return__[0], __return__[1])
+    post: _prepare_store_ok(state, tuple(keys), *__return__)
     post: not broken_invariants(__return__[0])
     """
     return prepare_store(state, keys)
@@ -102,7 +102,7 @@ def complete_store_ticket_form(state: CacheState, key: Key, success: bool,
     completion on its own; several keys are the vLLM-form contract's.)
 
     pre: not broken_invariants(state)
-    post: _completion_ok(state, (key,), CopyKind.STORE, success, ticket, __return__[0], __return__[1])
+    post: _lands(state, (key,), STORE, success, ticket, __return__)
     post: not broken_invariants(__return__[0])
     """
     return complete_store(state, [key], success, ticket)
@@ -114,7 +114,7 @@ def complete_store_vllm_form(state: CacheState, keys: Keys, success: bool
     oldest store a reset left running, else ignored.
 
     pre: not broken_invariants(state)
-    post: _completion_ok(state, tuple(keys), CopyKind.STORE, success, None, __return__[0], __return__[1])
+    post: _lands(state, tuple(keys), STORE, success, None, __return__)
     post: not broken_invariants(__return__[0])
     """
     return complete_store(state, keys, success)
@@ -126,7 +126,7 @@ def complete_load_ticket_form(state: CacheState, key: Key, ticket: TicketNumber
     reader of the live block, or a load a reset left running), else the key is ignored.
 
     pre: not broken_invariants(state)
-    post: _completion_ok(state, (key,), CopyKind.LOAD, True, ticket, __return__[0], __return__[1])
+    post: _lands(state, (key,), LOAD, True, ticket, __return__)
     post: not broken_invariants(__return__[0])
     """
     try:
@@ -141,7 +141,7 @@ def complete_load_vllm_form(state: CacheState, keys: Keys) -> tuple[CacheState, 
     and the call changes nothing.
 
     pre: not broken_invariants(state)
-    post: _completion_ok(state, tuple(keys), CopyKind.LOAD, True, None, __return__[0], __return__[1])
+    post: _lands(state, tuple(keys), LOAD, True, None, __return__)
     post: not broken_invariants(__return__[0])
     """
     try:
@@ -239,7 +239,7 @@ def _landing(state: CacheState, key: Key, kind: CopyKind, ticket: int | None) ->
     """Where a completion of ``kind`` for ``key`` lands (D7), read from the state."""
     block = state.table.get(key)
     if block is not None:
-        running = block.loads if kind is CopyKind.LOAD else (
+        running = block.loads if kind is LOAD else (
             (block.ticket,) if block.phase is Phase.STORING else ())
         if running and (ticket is None or ticket in running):
             return "applied"
@@ -250,11 +250,12 @@ def _landing(state: CacheState, key: Key, kind: CopyKind, ticket: int | None) ->
 
 
 @native
-def _completion_ok(before: CacheState, keys: tuple[Key, ...], kind: CopyKind, success: bool,
-                   ticket: int | None, after: CacheState, answer: Completion | str) -> bool:
+def _lands(before: CacheState, keys: tuple[Key, ...], kind: CopyKind, success: bool,
+           ticket: int | None, result: tuple[CacheState, Completion | str]) -> bool:
+    after, answer = result
     wanted = unique(keys)
     where = {k: _landing(before, k, kind, ticket) for k in wanted}
-    if kind is CopyKind.LOAD and ticket is None and "ignored" in where.values():
+    if kind is LOAD and ticket is None and "ignored" in where.values():
         return answer == "unmatched-complete-load" and after == before
     if not isinstance(answer, Completion):
         return False
@@ -264,7 +265,7 @@ def _completion_ok(before: CacheState, keys: tuple[Key, ...], kind: CopyKind, su
         return False
     for key in answer.applied:
         old, new = before.table[key], after.table.get(key)
-        if kind is CopyKind.STORE:
+        if kind is STORE:
             good = (new is not None and new.phase is Phase.READY and new.slot == old.slot
                     and new.ticket is None and not new.loads) if success else new is None
         else:

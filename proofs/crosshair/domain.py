@@ -20,7 +20,6 @@ from itertools import permutations, product
 from pathlib import Path
 
 from kvoffload.spec import (
-    ArcLists,
     CacheState,
     Call,
     CopyKind,
@@ -55,7 +54,8 @@ class Bound:
     """At most this many calls from the empty tier (None: every reachable state)."""
 
     def describe(self) -> str:
-        reach = "every reachable state" if self.depth is None else f"states within {self.depth} calls"
+        reach = ("every reachable state" if self.depth is None
+                 else f"states within {self.depth} calls")
         forms = "ticket and vLLM completion forms" if self.vllm_form else "ticket completions"
         loads = f"{self.readers} reader(s)" if self.loads else "no loads"
         return (f"{self.policy.value.upper()}, capacity {self.capacity}, keys "
@@ -150,8 +150,10 @@ def relabel(state: CacheState, names: Mapping[Key, Key]) -> CacheState:
     if isinstance(recency, LruOrder):
         recency = LruOrder(tuple(names[k] for k in recency.order))
     else:
-        recency = replace(recency, **{f: tuple(names[k] for k in getattr(recency, f))
-                                      for f in ("t1", "t2", "b1", "b2")})
+        recency = replace(recency, t1=tuple(names[k] for k in recency.t1),
+                          t2=tuple(names[k] for k in recency.t2),
+                          b1=tuple(names[k] for k in recency.b1),
+                          b2=tuple(names[k] for k in recency.b2))
     return replace(state, recency=recency,
                    blocks=frozenset(replace(b, key=names[b.key]) for b in state.blocks),
                    orphans=frozenset(replace(o, key=names[o.key]) for o in state.orphans),

@@ -12,7 +12,6 @@ import importlib
 import os
 
 from kvoffload.spec import CacheState, Call, Policy, initial_state
-
 from proofs.modelcheck.refinement import NativeManager, compare
 
 from .domain import BOUNDS, load

@@ -28,9 +28,8 @@ import os
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
 
-from crosshair import NoTracing, SymbolicFactory, deep_realize, register_patch, register_type
-
 import kvoffload.spec as spec
+from crosshair import NoTracing, SymbolicFactory, deep_realize, register_patch, register_type
 from kvoffload.spec import CacheState, Call, Op, Output, calls, invariants, transitions
 
 from .domain import BOUNDS, Domain, Keys, TicketNumber, load
@@ -81,7 +80,7 @@ def alphabet(keys: Sequence[Hashable], key_lists: Sequence[tuple[Hashable, ...]]
 def natively(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` on realized arguments, untraced (what CrossHair calls instead of ``fn``)."""
     def run(*args: Any, **kwargs: Any) -> Any:
-        with NoTracing():
+        with NoTracing():  # type: ignore[no-untyped-call]  # crosshair's __init__ is untyped
             args = tuple(deep_realize(a) for a in args)
             kwargs = {k: deep_realize(v) for k, v in kwargs.items()}
             return fn(*args, **kwargs)
@@ -119,8 +118,9 @@ def _as_call(op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
     """The :class:`Call` a transition's own arguments describe."""
     if op in (Op.RESET_CACHE, Op.TAKE_EVENTS):
         return Call(op)
-    keys = tuple(args[0] if args else kwargs["keys" if op is not Op.LOOKUP else "key"]) \
-        if op is not Op.LOOKUP else (args[0] if args else kwargs["key"],)
+    if op is Op.LOOKUP:
+        return Call(op, (args[0] if args else kwargs["key"],))
+    keys = tuple(args[0] if args else kwargs["keys"])
     if op is Op.COMPLETE_STORE:
         success = args[1] if len(args) > 1 else kwargs.get("success", True)
         ticket = args[2] if len(args) > 2 else kwargs.get("ticket")
@@ -146,7 +146,7 @@ def install() -> None:
     # Hashable, so a contract's key argument comes from the universe instead.
     import crosshair.core
 
-    crosshair.core._SIMPLE_PROXIES.pop(Hashable, None)  # noqa: SLF001 - no public way to replace a registration
+    crosshair.core._SIMPLE_PROXIES.pop(Hashable, None)
     register_type(Hashable, lambda factory: pick(factory, keys))
 
     replaced = _mutated(os.environ[MUTANT]) if os.environ.get(MUTANT) else {}

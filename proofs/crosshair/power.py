@@ -15,7 +15,6 @@ import sys
 from dataclasses import dataclass
 
 from kvoffload.spec import Op, Policy
-
 from proofs.crosshair_check import Run, check
 
 CONTRACTS = "proofs.crosshair.contracts"
