@@ -24,6 +24,8 @@ Settings come from the environment so that the ``--extra_plugin`` file stays one
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
@@ -153,6 +155,8 @@ def install() -> None:
     public = [getattr(transitions, op.value) for op in Op]
     public += [calls.apply, calls.replay, invariants.broken_invariants,
                invariants.check_invariants, *invariants.INVARIANTS]
+    with contextlib.suppress(ImportError):  # the laws (issue 24, item 1), where present
+        public.append(importlib.import_module("kvoffload.spec.laws").broken_laws)
     for fn in public:
         register_patch(fn, natively(replaced.get(fn, fn)))
     from .manager import difference

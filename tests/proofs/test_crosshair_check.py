@@ -145,3 +145,18 @@ def test_a_spec_mutant_is_refuted_by_the_contract_of_its_operation() -> None:
     run = crosshair_check.check([f"{power.CONTRACTS}.complete_store_vllm_form"], timeout=30,
                                 domains="one-slot", mutant="FailedStoreStaysStoring")
     assert run.refuted
+
+
+def _have_laws() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("kvoffload.spec.laws") is not None
+
+
+@pytest.mark.slow
+@needs_crosshair
+@pytest.mark.skipif(not _have_laws(), reason="kvoffload.spec.laws (issue 24, item 1) absent")
+def test_the_spec_satisfies_its_laws_on_every_path_at_one_slot() -> None:
+    run = crosshair_check.check(["proofs/crosshair/spec_laws.py"], timeout=900,
+                                domains="one-slot")
+    assert [v.status for v in run.verdicts] == ["confirmed"], run.output
