@@ -14,9 +14,10 @@ import os
 from kvoffload.spec import CacheState, Call, Policy, initial_state
 from proofs.modelcheck.refinement import NativeManager, compare
 
-from .domain import BOUNDS, load
+from .domain import BOUNDS, Domain, load
 
 MANAGER = "KVOFFLOAD_CROSSHAIR_MANAGER"
+DOMAINS = "KVOFFLOAD_CROSSHAIR_DOMAINS"
 
 
 def manager(capacity: int, policy: Policy) -> NativeManager:
@@ -26,11 +27,16 @@ def manager(capacity: int, policy: Policy) -> NativeManager:
     return built
 
 
+def _domains() -> tuple[Domain, ...]:
+    """The domains of this run (``KVOFFLOAD_CROSSHAIR_DOMAINS``), else every one."""
+    names = [n.strip() for n in os.environ.get(DOMAINS, ",".join(BOUNDS)).split(",")]
+    return tuple(load(BOUNDS[n]) for n in names if n)
+
+
 def difference(state: CacheState, call: Call) -> str:
     """How the manager's answer to ``call`` in ``state`` differs from the spec's ("" if
     it does not): ``state`` must be a state of a domain (its trace is replayed)."""
-    trace = next((d.traces[state] for d in map(load, BOUNDS.values()) if state in d.traces),
-                 None)
+    trace = next((d.traces[state] for d in _domains() if state in d.traces), None)
     if trace is None:
         return "not a state of any domain"
     driven = manager(state.capacity, state.policy)

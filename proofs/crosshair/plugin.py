@@ -143,7 +143,10 @@ def install() -> None:
     register_type(CacheState, lambda factory: pick(factory, states))
     register_type(Keys, lambda factory: Keys(pick(factory, key_lists)))
     register_type(TicketNumber, lambda factory: TicketNumber(pick(factory, tickets)))
-    register_type(Call, lambda factory: pick(factory, calls_))
+    # The operation first, then its arguments: each operation is as likely as another,
+    # whatever the number of its argument combinations.
+    by_op = tuple(tuple(c for c in calls_ if c.op is op) for op in Op)
+    register_type(Call, lambda factory: pick(factory, pick(factory, by_op)))
     # CrossHair registers Hashable itself (a symbolic int or str); the spec's Key is
     # Hashable, so a contract's key argument comes from the universe instead.
     import crosshair.core
