@@ -119,11 +119,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="module:Class, the manager proofs/crosshair/refines.py drives")
     parser.add_argument("--power", action="store_true",
                         help="measure the refutation power on the fixed population")
+    parser.add_argument("--part", action="append", choices=("planted", "mutants", "managers"),
+                        help="with --power: only this part of the population (repeatable)")
     args = parser.parse_args(argv)
     if args.power:
         from proofs.crosshair import power
 
-        return power.main(args.timeout)
+        return power.main(args.timeout, tuple(args.part or power.PARTS))
     if not args.targets:
         parser.error("name a file of contracts (or --power)")
     try:

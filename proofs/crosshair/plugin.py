@@ -30,6 +30,8 @@ import os
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
 
+from crosshair.statespace import context_statespace
+
 import kvoffload.spec as spec
 from crosshair import NoTracing, SymbolicFactory, deep_realize, register_patch, register_type
 from kvoffload.spec import CacheState, Call, Op, Output, calls, invariants, transitions
@@ -51,10 +53,13 @@ def domains() -> tuple[Domain, ...]:
 def pick(factory: SymbolicFactory, values: Sequence[T]) -> T:
     """One of ``values``, chosen by comparisons of a fresh symbolic int: one path each."""
     choice = factory(int)
+    space = context_statespace()
     low, high = 0, len(values)
     while high - low > 1:
         middle = (low + high) // 2
-        if choice < middle:
+        # A fair coin at every step (CrossHair's default leans 3 to 1 towards False,
+        # which would make the first values of a long list all but unreachable).
+        if space.choose_possible((choice < middle).var, probability_true=0.5):
             high = middle
         else:
             low = middle
