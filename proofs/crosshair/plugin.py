@@ -59,7 +59,8 @@ def pick(factory: SymbolicFactory, values: Sequence[T]) -> T:
         middle = (low + high) // 2
         # A fair coin at every step (CrossHair's default leans 3 to 1 towards False,
         # which would make the first values of a long list all but unreachable).
-        if space.choose_possible((choice < middle).var, probability_true=0.5):
+        below: Any = choice < middle  # a SymbolicBool: .var is its SMT expression
+        if space.choose_possible(below.var, probability_true=0.5):
             high = middle
         else:
             low = middle
