@@ -27,6 +27,7 @@ from kvoffload.spec import (
     Phase,
     StorePlan,
     StoreRejected,
+    broken_invariants,  # noqa: F401 - named by the contracts (pre:, post:)
     complete_load,
     complete_store,
     lookup,
