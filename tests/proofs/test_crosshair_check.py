@@ -160,3 +160,13 @@ def test_the_spec_satisfies_its_laws_on_every_path_at_one_slot() -> None:
     run = crosshair_check.check(["proofs/crosshair/spec_laws.py"], timeout=900,
                                 domains="one-slot")
     assert [v.status for v in run.verdicts] == ["confirmed"], run.output
+
+
+def test_every_contract_file_defines_what_its_conditions_name() -> None:
+    """Regression: ``ruff --fix`` once dropped ``broken_invariants`` from contracts.py as
+    unused (only the docstrings name it), and every ``pre:`` then failed to evaluate:
+    CrossHair said "unable to meet precondition" and refuted nothing."""
+    from proofs.crosshair import planted, refines
+
+    for module in (contracts, planted, refines):
+        assert callable(getattr(module, "broken_invariants", None)), module.__name__
