@@ -95,7 +95,9 @@ def check(targets: Sequence[str], timeout: float = TIMEOUT, domains: str = "lru,
         if found is None:
             continue
         where = re.sub(r"^.*?([\w]+\.py:\d+)$", r"\1", found.group(1))
-        status = "refuted" if found.group(2) == "error" else _STATUS.get(found.group(3), "?")
+        status = "refuted" if found.group(2) == "error" else next(
+            (word for text, word in _STATUS.items() if found.group(3).startswith(text[:-1])),
+            "?")
         verdicts.append(Verdict(where, status, found.group(3)))
     if done.returncode not in (0, 1) or (done.returncode == 1 and not verdicts):
         raise RuntimeError(f"crosshair exited with {done.returncode}:\n{output[-3000:]}")
