@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 
-from kvoffload.spec import CacheState, Call, Policy, initial_state
+from kvoffload.spec import CacheState, Call, Op, Policy, initial_state
 from proofs.modelcheck.refinement import NativeManager, compare
 
 from .domain import BOUNDS, Domain, load
@@ -33,21 +33,25 @@ def _domains() -> tuple[Domain, ...]:
     return tuple(load(BOUNDS[n]) for n in names if n)
 
 
-def difference(state: CacheState, call: Call) -> str:
-    """How the manager's answer to ``call`` in ``state`` differs from the spec's ("" if
-    it does not): ``state`` must be a state of a domain (its trace is replayed)."""
-    trace = next((d.traces[state] for d in _domains() if state in d.traces), None)
+def difference(state: CacheState, *calls: Call) -> str:
+    """How the manager's answers to ``calls`` in ``state`` differ from the spec's ("" if
+    they do not), then its lookup of every key: ``state`` must be a state of a domain
+    (its trace is replayed). The lookups show a block a call left or dropped behind the
+    answers' back; a later call shows a slot it leaked."""
+    domains = _domains()
+    trace = next((d.traces[state] for d in domains if state in d.traces), None)
     if trace is None:
         return "not a state of any domain"
+    keys = tuple(dict.fromkeys(k for d in domains for k in d.keys))
     driven = manager(state.capacity, state.policy)
     current = initial_state(state.capacity, state.policy)
     tickets: dict[int, int] = {}
-    for n, step in enumerate((*trace, call)):
-        current_next, problem = compare(current, driven, step, tickets)
+    probes = tuple(Call(Op.LOOKUP, (key,)) for key in keys)
+    for n, step in enumerate((*trace, *calls, *probes)):
+        after, problem = compare(current, driven, step, tickets)
         if problem is not None:
-            where = "the call" if n == len(trace) else f"trace call {n + 1} ({step})"
+            where = f"trace call {n + 1} ({step})" if n < len(trace) else f"{step}"
             return f"{where}: {problem}"
-        if current_next is None:
-            return ""  # both raised the same misuse error and the manager is unchanged
-        current = current_next
+        if after is not None:  # None: both raised the same misuse error, nothing changed
+            current = after
     return ""

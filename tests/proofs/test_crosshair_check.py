@@ -105,6 +105,7 @@ def test_the_manager_comparison_finds_a_seeded_bug_and_not_the_reference(
     storing = next(s for s in domain.states if s.keys_in(Phase.STORING) and not s.orphans)
     key = next(iter(storing.keys_in(Phase.STORING)))
     assert difference(storing, Call(Op.LOOKUP, (key,))) == ""
+    assert difference(storing, Call(Op.TAKE_EVENTS), Call(Op.RESET_CACHE)) == ""
     monkeypatch.setenv(MANAGER, "kvoffload.conformance.mutants:LookupPendingAsMiss")
     assert "PENDING" in difference(storing, Call(Op.LOOKUP, (key,)))
 
