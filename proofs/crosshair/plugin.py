@@ -11,7 +11,8 @@
   ``apply``, ``replay``, the invariants) is replaced, for CrossHair, by one that
   realizes its arguments (any symbolic value a contract made, a ``list[int]`` say,
   becomes the concrete one CrossHair chose on that path) and runs the spec's code
-  untraced: the same code, about a hundred times faster than traced.
+  untraced: the same code, a path about 12 ms instead of 50 ms traced (measured on a
+  lookup contract).
 * **A mutant or a manager**, named by the environment: ``KVOFFLOAD_CROSSHAIR_MUTANT``
   (a spec mutant of ``proofs/modelcheck/mutants.py``: the transitions of the operations
   it replaces become the mutant's, wherever a contract calls them) and
