@@ -107,7 +107,7 @@ class RejectsAfterPublishing(OffloadManager):
         for key in keys:
             if key in self._storing:
                 self._ready[key] = self._storing.pop(key)
-                self._order.evictable([key])
+                self._evictable[key] = None  # unpinned READY: evictable
                 raise NotReadable("too late", keys=(key,))
         return super().prepare_load(keys)
 
