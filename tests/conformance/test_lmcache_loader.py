@@ -28,8 +28,10 @@ def test_missing_lmcache_exits_2_saying_how_to_install(
 ) -> None:
     monkeypatch.setattr(lmcache_loader.importlib.metadata, "version", _missing)
     # In process: the patched metadata must be what loads the target (since issue 22 a
-    # plain check loads it in a host process, which no monkeypatch reaches).
-    assert main(["check", "lmcache==0.5.6", "--quiet", "--in-process"]) == 2
+    # plain check loads it in a host process, which no monkeypatch reaches). Set through
+    # monkeypatch, not --in-process, which sets it for the rest of the test session.
+    monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
+    assert main(["check", "lmcache==0.5.6", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "LMCache is not installed" in err
     assert "pip install -e '.[lmcache]'" in err
@@ -39,7 +41,8 @@ def test_another_installed_release_exits_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(lmcache_loader.importlib.metadata, "version", lambda name: "0.3.1")
-    assert main(["check", "lmcache==0.5.6", "--quiet", "--in-process"]) == 2  # as above
+    monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")  # as above
+    assert main(["check", "lmcache==0.5.6", "--quiet"]) == 2
     assert "the installed LMCache is 0.3.1, not 0.5.6" in capsys.readouterr().err
 
 
