@@ -43,7 +43,7 @@ def test_none_means_the_default() -> None:
     ({"assume": ["no-bugs"]}, "--assume takes"),
     ({"capacity": "four"}, "--capacity takes a whole number"),
     ({"capacity": MAX_CAPACITY + 1}, f"--capacity must be 1 to {MAX_CAPACITY}"),
-    ({"max_examples": "0"}, "at least 1"),
+    ({"max_examples": "0"}, "--max-examples must be 1 to 10000000; got '0'"),
     ({"seed": "x"}, "--seed takes a whole number"),
     ({"call_timeout": "-1"}, "--call-timeout must be a number of seconds >= 0"),
     ({"call_timeout": "nan"}, "--call-timeout must be a number of seconds >= 0"),

@@ -59,17 +59,15 @@ class _Options:
         pass
 
 
-def test_the_plugins_capacity_help_states_the_configs_bounds() -> None:
-    # The plugin imports nothing of the suite at load, so its help text spells these
-    # numbers out; this keeps them equal to the config's.
+def test_the_plugins_help_is_the_tables() -> None:
+    # The plugin's help comes from the options table, bounds and defaults included.
     from kvoffload.conformance import pytest_plugin
-    from kvoffload.conformance.config import DEFAULT_CAPACITY, MAX_CAPACITY, SMALL_TIERS
+    from kvoffload.conformance.options import BY_NAME, MAX_CAPACITY
 
     options = _Options()
     pytest_plugin.pytest_addoption(options)  # type: ignore[arg-type]  # a stand-in for pytest's parser
-    assert options.help["--kvoffload-capacity"] == (
-        f"the largest tier in slots (default {DEFAULT_CAPACITY}, at most {MAX_CAPACITY}; "
-        f"nine examples in ten draw 1..{SMALL_TIERS} slots, the tenth {SMALL_TIERS + 1}..N)")
+    assert options.help["--kvoffload-capacity"] == BY_NAME["capacity"].help_text()
+    assert f"1 to {MAX_CAPACITY}" in options.help["--kvoffload-capacity"]
 
 
 def test_without_a_target_a_session_imports_nothing_of_the_suite(tmp_path: Path) -> None:
@@ -77,7 +75,10 @@ def test_without_a_target_a_session_imports_nothing_of_the_suite(tmp_path: Path)
     module, and with it Hypothesis's engine and the whole suite, in every pytest run."""
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     code = ("import sys, pytest; pytest.main(['--co', '-q', '-p', 'no:cacheprovider']); "
-            "print(sorted(m for m in sys.modules if m.startswith('kvoffload.conformance.')))")
+            "print(sorted(m for m in sys.modules if m.startswith('kvoffload.conformance.')),"
+            " 'kvoffload.spec' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, timeout=120, check=True).stdout
-    assert out.strip().splitlines()[-1] == "['kvoffload.conformance.pytest_plugin']"
+    # The options table is all the plugin loads (standard library only: not the spec).
+    assert out.strip().splitlines()[-1] == (
+        "['kvoffload.conformance.options', 'kvoffload.conformance.pytest_plugin'] False")

@@ -26,35 +26,38 @@ __all__ = ["CheckResult", "PropertyViolation", "UsageError", "check"]
 def check(
     target: Any,
     *,
+    adapter: str = "auto",
     profile: str = "strict",
     policy: str = "lru",
     level: str = "any",
     assume: Iterable[str] = (),
-    capacity: int | None = None,
-    max_examples: int | None = None,
-    steps: int | None = None,
+    max_keys_per_call: int | None = None,
+    capacity: int = 64,
+    max_examples: int = 300,
+    steps: int = 150,
     seed: int | None = None,
-    adapter: str = "auto",
-    call_timeout: float | None = None,
-    database: str | None = None,
+    call_timeout: float = 10.0,
     stop_at_first: bool = False,
+    database: str | None = None,
 ) -> CheckResult:
     """Check ``target`` (a TARGET string, or a manager class or factory) against the spec.
 
-    ``database``: a folder for Hypothesis's example database (a failure found once
-    replays first next time); None (the default) keeps none.
+    The keywords are the suite's options as ``check()`` takes them: the table in
+    :mod:`kvoffload.conformance.options` (and docs/conformance.md, made from it) says
+    what each means; a test keeps this signature equal to it. ``max_keys_per_call=None``
+    is the kind of target's default (1 for ``lmcache==``, else no limit); ``database``:
+    a folder for Hypothesis's example database (a failure found once replays first next
+    time), None (the default) keeps none.
 
     raises: UsageError (bad option, unloadable target, no adapter fits)
     """
+    given = {name: value for name, value in locals().items() if name != "target"}
     from .config import CheckConfig
+    from .options import FrontEnd, parse_options
     from .runner import run_check
     from .targets import absolute_target
 
-    config = CheckConfig.from_options(
-        profile=profile, policy=policy, level=level, assume=assume, capacity=capacity,
-        max_examples=max_examples, steps=steps, seed=seed, adapter=adapter,
-        call_timeout=call_timeout, database=database, stop_at_first=stop_at_first,
-        spelling="")
+    config = CheckConfig.from_values(parse_options(given, FrontEnd.CHECK))
     if isinstance(target, str):
         return run_check(absolute_target(target), config)
     name = f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', target)}"

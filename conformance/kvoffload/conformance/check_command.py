@@ -11,26 +11,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import replace
-from pathlib import Path
 from typing import NoReturn
 
-from kvoffload.spec import ASSUMPTIONS, Policy
-
-from .config import (
-    ADAPTERS,
-    DEFAULT_CALL_TIMEOUT,
-    DEFAULT_CAPACITY,
-    DEFAULT_MAX_EXAMPLES,
-    DEFAULT_STEPS,
-    MAX_CAPACITY,
-    SMALL_TIERS,
-    CheckConfig,
-    Level,
-    Profile,
-)
+from .config import CheckConfig
 from .errors import (
     EXIT_CONFORMS,
     EXIT_FAILS,
@@ -41,6 +27,7 @@ from .errors import (
     clip,
 )
 from .isolation import IN_PROCESS, finish
+from .options import DATABASE_FOLDER, FrontEnd, add_arguments, options_of, parse_options
 from .targets import DEFAULT_TARGET, absolute_target
 
 EXIT_TERMINATED = 143
@@ -56,74 +43,44 @@ EXIT_STATUS = ("exit status: 0 the target conforms; 1 a property failed; 2 the r
                "stops after the current call and writes report.json with the seed and "
                "what held so far; a second quits at once); 143 terminated by SIGTERM "
                "before a verdict (no report)")
-DATABASE_FOLDER = "hypothesis-db"
-"""Under --report-dir: Hypothesis's example database (failures found replay first)."""
 
 
 def add_check_arguments(parser: argparse.ArgumentParser) -> None:
+    """TARGET, then the options the table (:mod:`.options`) gives the command line."""
     parser.add_argument("target", nargs="?", default=None,
-                        help=f"module:attr, path/to/file.py:attr or vllm==X (default: "
-                             f"{DEFAULT_TARGET})")
-    parser.add_argument("--adapter", choices=ADAPTERS, default="auto",
-                        help="the API the target offers (default: auto, from its signatures)")
-    parser.add_argument("--profile", choices=[p.value for p in Profile], default="strict",
-                        help="lookup profile: strict (PENDING must be reported) or safe "
-                             "(PENDING may read as MISS, never HIT)")
-    parser.add_argument("--policy", choices=[p.value for p in Policy], default="lru",
-                        help="the eviction policy the target is built with")
-    parser.add_argument("--level", choices=[lv.value for lv in Level], default="any",
-                        help="any: any allowed victim; exact: the spec's LRU/ARC victims")
-    parser.add_argument("--assume", action="append", default=[], choices=sorted(ASSUMPTIONS),
-                        metavar="NAME", help="an assumption the target relies on (repeatable): "
-                        + ", ".join(sorted(ASSUMPTIONS)))
-    parser.add_argument("--capacity", default=None, metavar="N",
-                        help=f"the largest tier, in slots, 1 to {MAX_CAPACITY} (default "
-                             f"{DEFAULT_CAPACITY}): nine examples in ten draw 1..{SMALL_TIERS} "
-                             f"slots, the tenth {SMALL_TIERS + 1}..N")
-    parser.add_argument("--max-examples", default=None, metavar="N",
-                        help=f"examples to run (default {DEFAULT_MAX_EXAMPLES})")
-    parser.add_argument("--steps", default=None, metavar="N",
-                        help=f"calls per example (default {DEFAULT_STEPS})")
-    parser.add_argument("--max-keys-per-call", default=None, metavar="N",
-                        help="generate calls naming at most N keys (0: no limit); default "
-                             "1 for lmcache== targets (LMCache's backends store one chunk "
-                             "per call), 0 for any other")
-    parser.add_argument("--seed", default=None, metavar="N",
-                        help="random seed (default: a fresh one, printed in the report)")
-    parser.add_argument("--call-timeout", default=None, metavar="SECONDS",
-                        help=f"a call into the target running longer is a liveness failure "
-                             f"(default {DEFAULT_CALL_TIMEOUT:g}; 0: no limit; a target "
-                             f"stuck inside C code cannot be interrupted)")
-    parser.add_argument("--stop-at-first", action="store_true",
-                        help="end the run at the first failing property")
-    parser.add_argument("--report-dir", type=Path, default=Path("kvoffload-report"),
-                        help="where report.json, reproducers and the example database go "
-                             "(default: ./kvoffload-report)")
-    parser.add_argument("--no-database", action="store_true",
-                        help=f"do not keep or replay failing examples (default: kept in "
-                             f"REPORT_DIR/{DATABASE_FOLDER} and replayed first next run)")
-    parser.add_argument("--junit", type=Path, default=None, help="also write JUnit XML here")
-    parser.add_argument("--self-test", action="store_true",
-                        help="check the suite itself: seeded-bug variants of the reference "
-                             "manager must fail, controls must pass")
-    parser.add_argument("--quiet", action="store_true", help="no progress display")
-    parser.add_argument("--exec", dest="exec_command", default=None, metavar="CMD",
-                        help="check the program CMD (a command line), a host that speaks "
-                             "the call protocol (docs/protocol.md), instead of a TARGET")
-    parser.add_argument("--in-process", action="store_true",
-                        help="run the target in this process, unguarded (trusted targets "
-                             "only: a target can then reach the verdict); default: a host "
-                             "process of its own")
+                        help=f"module:attr, path/to/file.py:attr, vllm==X or lmcache==X "
+                             f"(default: {DEFAULT_TARGET})")
+    add_arguments(parser.add_argument, FrontEnd.CLI)
+    parser.error = _one_line_error(parser)  # type: ignore[method-assign,assignment]  # argparse's own error (usage text, then the reason) becomes the command's one line
 
 
-def config_of(args: argparse.Namespace) -> CheckConfig:
-    database = None if args.no_database else args.report_dir / DATABASE_FOLDER
-    return CheckConfig.from_options(
-        profile=args.profile, policy=args.policy, level=args.level, assume=args.assume,
-        capacity=args.capacity, max_examples=args.max_examples, steps=args.steps,
-        seed=args.seed, adapter=args.adapter, call_timeout=args.call_timeout,
-        database=database, stop_at_first=args.stop_at_first,
-        max_keys_per_call=args.max_keys_per_call)
+def _one_line_error(parser: argparse.ArgumentParser) -> Callable[[str], NoReturn]:
+    """What argparse itself refuses (``--quiet=yes``, a flag with no value) ends as
+    every other usage error does: one line on stderr, exit 2."""
+
+    def error(message: str) -> NoReturn:
+        print(f"{parser.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+    return error
+
+
+def parse_check_arguments(args: argparse.Namespace) -> tuple[argparse.Namespace, CheckConfig]:
+    """The command line's options judged by :func:`~.options.parse_options` (the one
+    validation every front end shares), as values (``run.report_dir`` is a Path) and as
+    the run's configuration.
+
+    raises: UsageError
+    """
+    given = {option.name: getattr(args, option.name) for option in options_of(FrontEnd.CLI)}
+    if args.target is not None and given["self_test"]:
+        raise UsageError("--self-test checks the suite itself; give no TARGET")
+    if args.target is not None and given["exec"] is not None:
+        raise UsageError("--exec CMD is the target: give no TARGET")
+    values = parse_options(given, FrontEnd.CLI)
+    database = None if values["no_database"] else values["report_dir"] / DATABASE_FOLDER
+    config = CheckConfig.from_values({**values, "database": database})
+    return argparse.Namespace(target=args.target, **values), config
 
 
 def run_check_command(args: argparse.Namespace) -> int:
@@ -131,16 +88,9 @@ def run_check_command(args: argparse.Namespace) -> int:
 
     _stop_on_sigterm()
     try:
-        config = config_of(args)
-        if args.self_test and args.target is not None:
-            raise UsageError("--self-test checks the suite itself; give no TARGET")
-        if args.exec_command is not None and (args.target is not None or args.self_test):
-            raise UsageError("--exec CMD is the target: give no TARGET (and no --self-test)")
-        if args.exec_command is not None and args.in_process:
-            raise UsageError("--exec CMD runs a program: it cannot run --in-process")
+        args, config = parse_check_arguments(args)
         if args.in_process:
             os.environ[IN_PROCESS] = "1"
-        check_writable(args.report_dir, args.junit)
         with stop_on_sigint(), stop_when_stuck(_stop_stuck):
             return _self_test(args, config) if args.self_test else _check(args, config)
     except UsageError as error:
@@ -192,36 +142,6 @@ def _stop_stuck(message: str) -> NoReturn:
     finish(EXIT_FAILS)
 
 
-def check_writable(report_dir: Path, junit: Path | None) -> None:
-    """Fail before running, not after: --report-dir must be a folder we can write in,
-    --junit a file we can write.
-
-    raises: UsageError
-    """
-    try:
-        report_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=report_dir):
-            pass
-    except OSError as error:
-        raise UsageError(f"--report-dir {str(report_dir)!r} is not a writable folder: "
-                         f"{error.strerror or error}") from error
-    if junit is None:
-        return
-    try:
-        if junit.is_dir():
-            raise IsADirectoryError(21, "is a directory")
-        junit.parent.mkdir(parents=True, exist_ok=True)
-        if junit.exists():
-            if not os.access(junit, os.W_OK):
-                raise PermissionError(13, "permission denied")
-        else:
-            with tempfile.TemporaryFile(dir=junit.parent):
-                pass
-    except OSError as error:
-        raise UsageError(f"--junit {str(junit)!r} cannot be written: "
-                         f"{error.strerror or error}") from error
-
-
 def _check(args: argparse.Namespace, config: CheckConfig) -> int:
     from .report import (
         check_junit,
@@ -233,8 +153,8 @@ def _check(args: argparse.Namespace, config: CheckConfig) -> int:
     from .runner import run_check
 
     target = DEFAULT_TARGET if args.target is None else args.target
-    if args.exec_command is not None:
-        target = EXEC_PREFIX + args.exec_command
+    if args.exec is not None:
+        target = EXEC_PREFIX + args.exec
     target = absolute_target(target)
     result = run_check(target, config, show_progress=not args.quiet)
     print(configuration_text(result))

@@ -8,14 +8,31 @@ configuration it was reached under.
 from __future__ import annotations
 
 import enum
-import math
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any
 
 from kvoffload.spec import ASSUMPTIONS, Assumption, Policy
 
-from .errors import UsageError
+from .options import (
+    ADAPTERS,
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_CAPACITY,
+    DEFAULT_MAX_EXAMPLES,
+    DEFAULT_STEPS,
+    MAX_CAPACITY,
+    MAX_EXAMPLES,
+    MAX_STEPS,
+    OPTIONS,
+    SMALL_TIERS,
+    FrontEnd,
+    parse_options,
+)
+
+__all__ = ["ADAPTERS", "CONFIG_OPTIONS", "DEFAULT_CALL_TIMEOUT", "DEFAULT_CAPACITY",
+           "DEFAULT_MAX_EXAMPLES", "DEFAULT_STEPS", "MAX_CAPACITY", "MAX_EXAMPLES",
+           "MAX_STEPS", "SMALL_TIERS", "WIDE_EVERY", "CheckConfig", "Level", "Profile",
+           "describe_tiers", "tier_size"]
 
 
 class Profile(enum.Enum):
@@ -36,27 +53,12 @@ class Level(enum.Enum):
     """Exactly the victims of the spec's model of the policy (LRU or ARC)."""
 
 
-DEFAULT_CAPACITY = 64
-SMALL_TIERS = 4
-"""Nine examples in ten draw a tier of 1..SMALL_TIERS slots (rejections and evictions
-at once, where lifecycle bugs show first); see :func:`tier_size`."""
 WIDE_EVERY = 10
 """One example in WIDE_EVERY draws a tier above SMALL_TIERS (up to ``--capacity``)."""
-DEFAULT_MAX_EXAMPLES = 300
-DEFAULT_STEPS = 150
-DEFAULT_CALL_TIMEOUT = 10.0
-"""Seconds one call into the target may take before it is a ``liveness`` failure."""
-MAX_CAPACITY = 1024
-"""The largest ``--capacity``: the spec's state, the key pool and the drain grow with it."""
-MAX_STEPS = 100_000
-MAX_EXAMPLES = 10_000_000
-
-ADAPTERS = ("auto", "native", "vllm-int", "vllm-bool", "vllm-enum", "lmcache-cpu",
-            "lmcache-disk")
-"""``vllm-int``: ``lookup(hashes) -> int`` (<= 0.18); ``vllm-bool``: ``lookup(key, ctx) ->
-bool | None`` (0.19-0.24); ``vllm-enum``: ``LookupResult`` (0.25 on)."""
-
-_E = TypeVar("_E", bound=enum.Enum)
+CONFIG_OPTIONS = tuple(option.name for option in OPTIONS if option.config)
+"""The options (:mod:`.options`) that are fields of :class:`CheckConfig`."""
+_ENUMS: dict[str, type[enum.Enum]] = {"profile": Profile, "policy": Policy, "level": Level}
+_SPELLINGS = {"--": FrontEnd.CLI, "--kvoffload-": FrontEnd.PLUGIN, "": FrontEnd.CHECK}
 
 
 @dataclass(frozen=True)
@@ -87,82 +89,37 @@ class CheckConfig:
     every report's header says so."""
 
     def __post_init__(self) -> None:
-        unknown = [name for name in self.assume if name not in ASSUMPTIONS]
-        if unknown:
-            raise UsageError(f"unknown assumption {unknown}; known: {sorted(ASSUMPTIONS)}")
-        if not 1 <= self.capacity <= MAX_CAPACITY:
-            raise UsageError(f"--capacity must be 1 to {MAX_CAPACITY}, got {self.capacity}")
-        if self.max_examples < 1 or self.steps < 1:
-            raise UsageError("--max-examples and --steps must be at least 1")
-        if self.max_examples > MAX_EXAMPLES or self.steps > MAX_STEPS:
-            raise UsageError(f"--max-examples is at most {MAX_EXAMPLES} and --steps at most "
-                             f"{MAX_STEPS}")
-        if not (math.isfinite(self.call_timeout) and self.call_timeout >= 0):
-            raise UsageError(f"--call-timeout must be a number of seconds >= 0 (0: no "
-                             f"limit), got {self.call_timeout}")
-        if self.max_keys_per_call is not None and self.max_keys_per_call < 0:
-            raise UsageError(f"--max-keys-per-call must be 0 (no limit) or more, got "
-                             f"{self.max_keys_per_call}")
-        if self.seed is not None and not 0 <= self.seed < 2**64:
-            raise UsageError(f"--seed must be 0 to 2**64-1, got {self.seed}")
+        """A configuration built field by field is held to the options' own checks
+        (:func:`~.options.parse_options`'s, spelled as the command line's)."""
+        for option in OPTIONS:
+            if option.config:
+                option.parse(getattr(self, option.name), FrontEnd.CLI)
 
     @classmethod
-    def from_options(
-        cls,
-        *,
-        profile: object = "strict",
-        policy: object = "lru",
-        level: object = "any",
-        assume: Iterable[object] = (),
-        capacity: object = None,
-        max_examples: object = None,
-        steps: object = None,
-        seed: object = None,
-        adapter: object = "auto",
-        call_timeout: object = None,
-        database: object = None,
-        stop_at_first: object = False,
-        max_keys_per_call: object = None,
-        spelling: str = "--",
-    ) -> CheckConfig:
-        """The one parser from option values (strings from a command line, or typed
-        values from Python) to a configuration; None means the default.
+    def from_options(cls, *, spelling: str = "--", **given: object) -> CheckConfig:
+        """The configuration from option values (strings from a command line, or typed
+        values from Python) judged by :func:`~.options.parse_options`; None or missing
+        means the default.
 
         ``spelling`` names options in messages: ``"--"`` (the CLI), ``"--kvoffload-"``
         (the pytest plugin) or ``""`` (``check()``'s keywords, ``profile=``).
 
         raises: UsageError, naming the option and what it accepts
         """
-        def flag(name: str) -> str:
-            return f"{spelling}{name.replace('_', '-')}" if spelling else f"{name}="
+        return cls.from_values(parse_options(given, _SPELLINGS[spelling], CONFIG_OPTIONS))
 
-        if isinstance(assume, str | bytes):
-            assume = [assume]
-        names = tuple(str(a) for a in assume)
-        unknown = [n for n in names if n not in ASSUMPTIONS]
-        if unknown:
-            raise UsageError(f"{flag('assume')} takes {', '.join(sorted(ASSUMPTIONS))}; "
-                             f"got {', '.join(map(repr, unknown))}")
-        adapter_name = str(adapter)
-        if adapter_name not in ADAPTERS:
-            raise UsageError(f"{flag('adapter')} must be one of {', '.join(ADAPTERS)}; "
-                             f"got {adapter!r}")
-        return cls(
-            profile=_choice(flag("profile"), Profile, profile),
-            policy=_choice(flag("policy"), Policy, policy),
-            level=_choice(flag("level"), Level, level),
-            assume=names,
-            capacity=_integer(flag("capacity"), capacity, DEFAULT_CAPACITY),
-            max_examples=_integer(flag("max_examples"), max_examples, DEFAULT_MAX_EXAMPLES),
-            steps=_integer(flag("steps"), steps, DEFAULT_STEPS),
-            seed=None if seed is None else _integer(flag("seed"), seed, 0),
-            adapter=adapter_name,
-            call_timeout=_seconds(flag("call_timeout"), call_timeout),
-            database=None if database is None else str(database),
-            stop_at_first=bool(stop_at_first),
-            max_keys_per_call=None if max_keys_per_call is None else _integer(
-                flag("max_keys_per_call"), max_keys_per_call, 0),
-        )
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> CheckConfig:
+        """The configuration from :func:`~.options.parse_options`'s values (the
+        options that are no field of it are left out)."""
+        chosen: dict[str, Any] = {name: values[name] for name in CONFIG_OPTIONS
+                                  if name in values}
+        for name, kind in _ENUMS.items():
+            if name in chosen:
+                chosen[name] = kind(chosen[name])
+        if chosen.get("database") is not None:
+            chosen["database"] = str(chosen["database"])
+        return cls(**chosen)
 
     @property
     def assumptions(self) -> tuple[Assumption, ...]:
@@ -215,39 +172,3 @@ def describe_tiers(capacity: int) -> str:
         return f"tiers of 1..{capacity} slots"
     return (f"tiers of 1..{SMALL_TIERS} slots (one example in {WIDE_EVERY}: "
             f"{SMALL_TIERS + 1}..{capacity})")
-
-
-def _choice(flag: str, kind: type[_E], value: object) -> _E:
-    if isinstance(value, kind):
-        return value
-    try:
-        return kind(value)
-    except ValueError:
-        known = ", ".join(str(member.value) for member in kind)
-        raise UsageError(f"{flag} must be one of {known}; got {value!r}") from None
-
-
-def _integer(flag: str, value: object, default: int) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise UsageError(f"{flag} takes a whole number; got {value!r}")
-    try:
-        return int(value)
-    except ValueError:
-        raise UsageError(f"{flag} takes a whole number; got {value!r}") from None
-
-
-def _seconds(flag: str, value: object) -> float:
-    if value is None:
-        return DEFAULT_CALL_TIMEOUT
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise UsageError(f"{flag} takes a number of seconds; got {value!r}")
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise UsageError(f"{flag} takes a number of seconds; got {value!r}") from None
-    if not (math.isfinite(seconds) and seconds >= 0):
-        raise UsageError(f"{flag} must be a number of seconds >= 0 (0: no limit); "
-                         f"got {value!r}")
-    return seconds

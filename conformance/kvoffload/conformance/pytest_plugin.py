@@ -34,8 +34,8 @@ from typing import Any
 
 import pytest
 
-_OPTIONS = ("adapter", "profile", "policy", "level", "assume", "capacity", "max_examples",
-            "steps", "seed", "call_timeout")
+from .options import DATABASE_FOLDER, FrontEnd, add_arguments, options_of, parse_options
+
 _OPTIONS_KEY = pytest.StashKey[dict[str, Any]]()
 _ANCHOR_KEY = pytest.StashKey[Path]()
 _RECORD = "kvoffload"
@@ -44,40 +44,14 @@ MERGED_SCHEMA = "kvoffload-conformance-shards/1"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--kvoffload-target`` (repeatable), then the options the table
+    (:mod:`.options`) gives the plugin, every one with no default of pytest's own (None:
+    not given), so that :func:`~.options.parse_options` alone judges them."""
     group = parser.getgroup("kvoffload", "kvoffload conformance suite")
     group.addoption("--kvoffload-target", action="append", default=[], metavar="TARGET",
-                    help="check TARGET (module:attr, path/to/file.py:attr or vllm==X) "
-                         "against the spec as a test item; repeatable")
-    group.addoption("--kvoffload-adapter", default="auto",
-                    help="auto, native, vllm-int, vllm-bool or vllm-enum (default: auto)")
-    group.addoption("--kvoffload-profile", default="strict", help="strict or safe")
-    group.addoption("--kvoffload-policy", default="lru", help="lru or arc")
-    group.addoption("--kvoffload-level", default="any", help="any or exact")
-    group.addoption("--kvoffload-assume", action="append", default=[], metavar="NAME",
-                    help="an assumption the target relies on (repeatable)")
-    group.addoption("--kvoffload-capacity", default=None,
-                    help="the largest tier in slots (default 64, at most 1024; nine "
-                         "examples in ten draw 1..4 slots, the tenth 5..N)")
-    group.addoption("--kvoffload-max-examples", default=None,
-                    help="examples per target, split over its shards (default 300)")
-    group.addoption("--kvoffload-steps", default=None, help="calls per example (default 150)")
-    group.addoption("--kvoffload-seed", default=None,
-                    help="random seed (default: --hypothesis-seed, else a fresh one)")
-    group.addoption("--kvoffload-call-timeout", default=None, metavar="SECONDS",
-                    help="a call into the target running longer is a liveness failure "
-                         "(default 10; 0: no limit)")
-    group.addoption("--kvoffload-stop-at-first", action="store_true",
-                    help="end each run at the first failing property")
-    group.addoption("--kvoffload-shards", default="1", metavar="N",
-                    help="split each target's budget into N items with disjoint seeds "
-                         "(with pytest -n, one target runs on every core)")
-    group.addoption("--kvoffload-report-dir", default="kvoffload-report",
-                    help="where report.json and reproducers go (one folder per target)")
-    group.addoption("--kvoffload-no-database", action="store_true",
-                    help="do not keep or replay failing examples (default: kept in "
-                         "REPORT_DIR/hypothesis-db)")
-    group.addoption("--kvoffload-junit", default=None, metavar="PATH",
-                    help="JUnit XML with one case per target (shards merged)")
+                    help="check TARGET (module:attr, path/to/file.py:attr, vllm==X or "
+                         "lmcache==X) against the spec as a test item; repeatable")
+    add_arguments(group.addoption, FrontEnd.PLUGIN)
     parser.addini("kvoffload_targets", type="linelist", default=[],
                   help="targets to check, one a line (as --kvoffload-target)")
 
@@ -144,22 +118,16 @@ class ConformanceItem(pytest.Item):
 
 
 def check_config(options: dict[str, Any], shard: int, shards: int) -> Any:
-    """Shard ``shard``'s CheckConfig, parsed by the same ``CheckConfig.from_options`` as
-    the command line's (a bad value raises its UsageError, spelled ``--kvoffload-``)."""
+    """Shard ``shard``'s CheckConfig, from the session's options (judged once by
+    :func:`~.options.parse_options`, the command line's validation too)."""
     from dataclasses import replace
 
     from .config import CheckConfig
-    from .errors import UsageError
 
-    config = CheckConfig.from_options(
-        **{name: options[name] for name in _OPTIONS if name != "seed"},
-        database=None if options["no_database"] else (
-            Path(options["report_dir"]) / "hypothesis-db"),
-        stop_at_first=options["stop_at_first"], spelling="--kvoffload-")
+    database = None if options["no_database"] else (
+        Path(options["report_dir"]) / DATABASE_FOLDER)
+    config = CheckConfig.from_values({**options, "seed": None, "database": database})
     total = config.max_examples
-    if shards > total:
-        raise UsageError(f"--kvoffload-shards {shards} is more than "
-                         f"--kvoffload-max-examples {total}: every shard needs one")
     share = total // shards + (1 if shard < total % shards else 0)
     return replace(config, max_examples=share, seed=shard_seed(options["seed"], shard))
 
@@ -188,14 +156,12 @@ def _shard_record(result: Any, folder: Path) -> dict[str, Any]:
             "failures": failures, "error": result.error}
 
 
-def _base_seed(config: pytest.Config) -> int | None:
-    """--kvoffload-seed, else --hypothesis-seed, else (under xdist) one every worker
-    derives alike from the run's id, so shards stay disjoint; else None (fresh)."""
-    from .config import CheckConfig
-
-    given = config.getoption("--kvoffload-seed")
+def _base_seed(config: pytest.Config, given: int | None) -> int | None:
+    """--kvoffload-seed (``given``), else --hypothesis-seed, else (under xdist) one
+    every worker derives alike from the run's id, so shards stay disjoint; else None
+    (fresh)."""
     if given is not None:
-        return CheckConfig.from_options(seed=given, spelling="--kvoffload-").seed
+        return given
     hypothesis_seed = _hypothesis_seed(config)
     if hypothesis_seed is not None:
         return hypothesis_seed
@@ -220,38 +186,24 @@ def _digest(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
 
 
-def _shard_count(config: pytest.Config) -> int:
-    text = str(config.getoption("--kvoffload-shards"))
-    if not text.isdigit() or int(text) < 1:
-        raise pytest.UsageError(f"--kvoffload-shards takes a whole number >= 1; got {text!r}")
-    return int(text)
-
-
 def _session_options(config: pytest.Config) -> dict[str, Any]:
-    """The --kvoffload-* options every item of the session shares (read once)."""
+    """The --kvoffload-* options every item of the session shares, judged once by
+    :func:`~.options.parse_options`: a bad value is pytest's usage error (exit 4) before
+    any item runs, with the message the command line gives (spelled ``--kvoffload-``)."""
+    from .errors import UsageError
+
     options: dict[str, Any] | None = config.stash.get(_OPTIONS_KEY, None)
     if options is None:
-        options = {name: config.getoption(f"--kvoffload-{name.replace('_', '-')}")
-                   for name in (*_OPTIONS, "report_dir", "no_database", "stop_at_first")}
-        options["seed"] = _base_seed(config)
-        options["shards"] = _shard_count(config)
+        given = {option.name: config.getoption(option.flag(FrontEnd.PLUGIN))
+                 for option in options_of(FrontEnd.PLUGIN)}
+        try:
+            options = parse_options(given, FrontEnd.PLUGIN)
+        except UsageError as error:
+            raise pytest.UsageError(str(error)) from error
+        options["seed"] = _base_seed(config, options["seed"])
         if options["seed"] is None and options["shards"] > 1:
             options["seed"] = random.SystemRandom().randrange(2**32)
         config.stash[_OPTIONS_KEY] = options
-    return options
-
-
-def _validate(config: pytest.Config) -> dict[str, Any]:
-    """The session's options, checked once: a bad value is pytest's usage error (exit 4)
-    before any item runs, with the message the command line gives (spelled
-    ``--kvoffload-``)."""
-    from .errors import UsageError
-
-    options = _session_options(config)
-    try:
-        check_config(options, 0, int(options["shards"]))
-    except UsageError as error:
-        raise pytest.UsageError(str(error)) from error
     return options
 
 
@@ -265,7 +217,7 @@ class TargetFile(pytest.File):
         self.targets = targets
 
     def collect(self) -> Iterator[ConformanceItem]:
-        options = _validate(self.config)
+        options = _session_options(self.config)
         shards = int(options["shards"])
         for target in self.targets:
             for shard in range(shards):
@@ -355,7 +307,7 @@ def pytest_make_collect_report(
 
 def pytest_configure(config: pytest.Config) -> None:
     if _named_targets(config):
-        _validate(config)
+        _session_options(config)
     if not hasattr(config, "workerinput"):
         config.pluginmanager.register(Merger(config), "kvoffload-merger")
 
@@ -380,7 +332,11 @@ class Merger:
             return  # no target ran: import nothing (this runs in every pytest session)
         from .report import junit_xml
 
-        report_dir = Path(self.config.getoption("--kvoffload-report-dir"))
+        # Judged at configuration when a target is named; when none is, only --junit
+        # matters (an empty JUnit file), and nothing else is judged.
+        options = self.config.stash.get(_OPTIONS_KEY, None) or {
+            "report_dir": "", "junit": self.config.getoption("--kvoffload-junit")}
+        report_dir = Path(options["report_dir"])
         cases: list[tuple[str, str, str | None, str | None, float]] = []
         for target, records in self.records.items():
             merged = merge(target, records)
@@ -391,9 +347,8 @@ class Merger:
                                                     encoding="utf-8")
             cases.append((target, "kvoffload", _failure_text(merged), None,
                           merged["seconds"]))
-        junit = self.config.getoption("--kvoffload-junit")
-        if junit:
-            path = Path(junit)
+        if options["junit"] is not None:
+            path = Path(options["junit"])
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(junit_xml("kvoffload-conformance", cases), encoding="utf-8")
 

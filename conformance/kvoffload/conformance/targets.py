@@ -37,6 +37,7 @@ from .explain import error_text
 from .lmcache_loader import DEFAULTS as LMCACHE_DEFAULTS
 from .lmcache_loader import is_lmcache_target, lmcache_factory
 from .native import NATIVE_METHODS, NativeAdapter
+from .options import OPTIONS
 from .vllm_adapters import ERA_SIGNATURES, era_of, factory_keywords
 from .vllm_adapters import factory as vllm_factory
 from .vllm_adapters import why as era_reason
@@ -45,9 +46,11 @@ DEFAULT_TARGET = "kvoffload.impl:OffloadManager"
 __all__ = ["ADAPTERS", "DEFAULT_TARGET", "Prepared", "absolute_target", "load_object",
            "prepare", "target_defaults", "with_target_defaults"]
 
-GENERAL_DEFAULTS: dict[str, object] = {"max_keys_per_call": 0}
-"""Options whose default depends on the kind of target: their value for any target
-whose kind sets none (:func:`target_defaults`)."""
+GENERAL_DEFAULTS: dict[str, object] = {option.name: option.default for option in OPTIONS
+                                       if option.by_target}
+"""Options whose default depends on the kind of target (the table marks them
+``by_target``): their table default, for any target whose kind sets none
+(:func:`target_defaults`)."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,8 @@ def absolute_target(target: str) -> str:
 
 
 def target_defaults(text: str) -> dict[str, tuple[object, str]]:
-    """Options this kind of TARGET sets when the user gives none: name -> (value, why)."""
+    """Options this kind of TARGET sets when the user gives none: name -> (value, why).
+    Only options the table marks ``by_target`` may be named (a test keeps it so)."""
     return dict(LMCACHE_DEFAULTS) if is_lmcache_target(text) else {}
 
 
