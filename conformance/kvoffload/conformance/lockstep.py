@@ -184,15 +184,15 @@ class Lockstep:
 
         Stale jobs (left running by a reset) are completed too when the configuration
         allows stale completions; otherwise they keep their slots, in the spec as well.
+        No call names more keys than ``--max-keys-per-call`` allows (:meth:`_in_calls`).
         """
         self.phase = "drain"
         storing = tuple(b.key for b in sorted(self.state.blocks, key=_by_slot)
                         if b.phase is Phase.STORING)
-        if storing:
-            self.step(Call(Op.COMPLETE_STORE, storing))
+        self._in_calls(Op.COMPLETE_STORE, storing)
         while readers := tuple(b.key for b in sorted(self.state.blocks, key=_by_slot)
                                if b.readers):
-            self.step(Call(Op.COMPLETE_LOAD, readers))
+            self._in_calls(Op.COMPLETE_LOAD, readers)
         if stale_completions:
             named = self.adapter.capabilities.completion_tickets
             for orphan in sorted(self.state.orphans, key=lambda o: (o.epoch, o.slot)):
@@ -204,9 +204,17 @@ class Lockstep:
         if room:
             fresh = tuple(k for k in (f"new{i}" for i in range(room + len(self.seen)))
                           if k not in self.seen)[:room]
-            self.step(Call(Op.PREPARE_STORE, fresh))
+            self._in_calls(Op.PREPARE_STORE, fresh)
         self.settle()
         self.phase = "run"
+
+    def _in_calls(self, op: Op, keys: tuple[Key, ...]) -> None:
+        """``op`` on ``keys``, in calls of at most ``--max-keys-per-call`` keys each (a
+        target that stores one chunk per call is sent nothing it never gets). Storing
+        the keys in turn fills the same free or evictable slots as one call would."""
+        size = self.config.max_keys_per_call or len(keys)
+        for start in range(0, len(keys), size or 1):
+            self.step(Call(op, keys[start:start + size]))
 
     def call_target(self, call: Call) -> TargetAnswer:
         """Make ``call`` on the target: the one place the suite calls it. A ticket is
