@@ -31,6 +31,7 @@ from kvoffload.conformance.options import (
     FrontEnd,
     Kind,
     Option,
+    add_arguments,
     options_markdown,
     options_of,
     parse_options,
@@ -306,3 +307,15 @@ def test_max_keys_per_call_reaches_checks_run(monkeypatch: pytest.MonkeyPatch) -
     keyed = [c for c in seen if c.op not in (Op.RESET_CACHE, Op.TAKE_EVENTS)]
     assert keyed
     assert max(len(c.keys) for c in keyed) == 1
+
+
+def test_another_command_takes_some_options_from_the_table() -> None:
+    """How a command with a few of the same options (corpus replay) declares them."""
+    parser = argparse.ArgumentParser()
+    names = ("profile", "max_keys_per_call")
+    add_arguments(parser.add_argument, FrontEnd.CLI, names)
+    args = parser.parse_args(["--max-keys-per-call", "1"])
+    values = parse_options(vars(args), FrontEnd.CLI, names)
+    assert values == {"profile": "strict", "max_keys_per_call": 1}
+    with pytest.raises(UsageError, match="--profile must be one of strict, safe"):
+        parse_options(vars(parser.parse_args(["--profile", "x"])), FrontEnd.CLI, names)

@@ -317,13 +317,16 @@ def _check_together(given: Mapping[str, object], values: Mapping[str, Any],
                f"every shard needs one")
 
 
-def add_arguments(add: Any, front_end: FrontEnd) -> None:
-    """Declare ``front_end``'s options through ``add`` (argparse's ``add_argument`` or
-    pytest's ``addoption``): every value arrives as given (text, or None when not
-    given), so that :func:`parse_options` alone judges it. The command line's values
-    land under the options' names (``args.max_keys_per_call``); pytest's under its own
-    (read them with ``config.getoption(option.flag(FrontEnd.PLUGIN))``)."""
-    for option in options_of(front_end):
+def add_arguments(add: Any, front_end: FrontEnd, names: Iterable[str] | None = None) -> None:
+    """Declare ``front_end``'s options (or only ``names``) through ``add`` (argparse's
+    ``add_argument`` or pytest's ``addoption``): every value arrives as given (text, or
+    None when not given), so that :func:`parse_options` alone judges it. The command
+    line's values land under the options' names (``args.max_keys_per_call``); pytest's
+    under its own (read them with ``config.getoption(option.flag(FrontEnd.PLUGIN))``).
+    Another command taking some of the same options (``kvoffload corpus replay``) passes
+    their ``names`` here and to :func:`parse_options`."""
+    wanted = options_of(front_end) if names is None else tuple(BY_NAME[n] for n in names)
+    for option in wanted:
         more: dict[str, Any] = {"default": None, "help": option.help_text()}
         if front_end is FrontEnd.CLI:  # pytest's dests are shared by every plugin: its own
             more["dest"] = option.name
