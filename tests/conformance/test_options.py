@@ -36,6 +36,7 @@ from kvoffload.conformance.options import (
     options_of,
     parse_options,
 )
+from kvoffload.conformance.targets import with_target_defaults
 from kvoffload.spec import ASSUMPTIONS, Call, Op, Policy
 
 assert SUITE  # imported before any in-process run (see inprocess_suite)
@@ -319,3 +320,18 @@ def test_another_command_takes_some_options_from_the_table() -> None:
     assert values == {"profile": "strict", "max_keys_per_call": 1}
     with pytest.raises(UsageError, match="--profile must be one of strict, safe"):
         parse_options(vars(parser.parse_args(["--profile", "x"])), FrontEnd.CLI, names)
+
+
+@pytest.mark.parametrize("front_end", list(FrontEnd))
+def test_an_lmcache_target_chooses_the_limit_no_front_end_was_given(
+    front_end: FrontEnd,
+) -> None:
+    """The table marks max_keys_per_call ``by_target``: not given in any front end, an
+    lmcache== target sets it (and says so); given, even 0, the user's value stands."""
+    unset = CheckConfig.from_values(parse_options({}, front_end, ["max_keys_per_call"]))
+    chosen = with_target_defaults("lmcache==0.5.6", unset)
+    assert (chosen.max_keys_per_call, chosen.target_defaults) == (1, ("max_keys_per_call",))
+    given = CheckConfig.from_values(
+        parse_options({"max_keys_per_call": 0}, front_end, ["max_keys_per_call"]))
+    kept = with_target_defaults("lmcache==0.5.6", given)
+    assert (kept.max_keys_per_call, kept.target_defaults) == (0, ())
