@@ -78,9 +78,13 @@ class ReplayResult:
 def applies(case: dict[str, Any], config: CheckConfig,
             caps: Capabilities | None = None) -> str | None:
     """Why ``case`` is skipped under ``config`` for a target with ``caps`` (None: it is
-    replayed; without ``caps``, only the configuration's reasons)."""
+    replayed; without ``caps``, only the configuration's reasons).
+
+    A case's ``excluded_by`` is read off the spec's own choices: it holds for the
+    target's only at level any (no choice before the last call); a case tagged exact
+    is checked call by call instead (:func:`replay_case`)."""
     excluded = set(case["excluded_by"]) & set(config.assume)
-    if excluded:
+    if excluded and case["level"] == "any":
         return "assumed away: " + ", ".join(sorted(excluded))
     limit = config.max_keys_per_call
     if limit and any(len(s["call"].get("keys", ())) > limit for s in case["steps"]):
