@@ -4,6 +4,11 @@ reference manager, failed by the self-test's seeded variants."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -270,6 +275,40 @@ def test_replay_exits_1_naming_the_property(corpus: Path, tmp_path: Path,
     exec(compile(reproducer.read_text(), str(reproducer), "exec"), namespace)
     with pytest.raises(PropertyViolation, match="lookup"):
         namespace["test_lookup"]()
+
+
+SLOW = """
+import time
+from kvoffload.impl import OffloadManager
+
+class Slow(OffloadManager):
+    def lookup(self, key):
+        time.sleep(0.05)
+        return super().lookup(key)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_exits_130_with_check_s_report(corpus: Path, tmp_path: Path) -> None:
+    """Ctrl-C: the replay stops after the current call, writes report.json (verdict
+    "interrupted", what held so far) and exits 130, as check does."""
+    (tmp_path / "slow.py").write_text(SLOW)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kvoffload.conformance.cli", "corpus", "replay", str(corpus),
+         f"{tmp_path / 'slow.py'}:Slow", "--report-dir", str(tmp_path / "r")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert process.stderr is not None
+    assert "replaying" in process.stderr.readline()
+    time.sleep(1.0)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "interrupted by Ctrl-C" in err
+    assert "INTERRUPTED" in out
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["verdict"] == "interrupted"
+    assert report["run"]["corpus"]["passed"] < len(load_cases(corpus))
 
 
 def test_safe_profile_accepts_miss_for_pending(corpus: Path) -> None:

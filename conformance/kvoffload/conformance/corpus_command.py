@@ -60,8 +60,11 @@ def run_corpus_command(args: argparse.Namespace) -> int:
             adapter=args.adapter, max_keys_per_call=args.max_keys_per_call,
             call_timeout=args.call_timeout)
         check_writable(args.report_dir, None)
+        target = absolute_target(args.target)
         with stop_on_sigint():
-            replayed = replay_corpus(absolute_target(args.target), config, args.directory,
+            print(f"kvoffload corpus: replaying {args.directory} against {target}",
+                  file=sys.stderr, flush=True)
+            replayed = replay_corpus(target, config, args.directory,
                                      in_process=True if args.in_process else None)
     except UsageError as error:
         print(f"kvoffload corpus: error: {error}", file=sys.stderr)
