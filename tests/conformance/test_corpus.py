@@ -45,7 +45,7 @@ from kvoffload.conformance.corpus import (
     tiny_cases,
 )
 from kvoffload.conformance.corpus_replay import applies, replay_case, replay_corpus
-from kvoffload.conformance.corpus_write import write_corpus
+from kvoffload.conformance.corpus_write import selftest_cases, write_corpus
 from kvoffload.conformance.errors import PropertyViolation
 from kvoffload.conformance.selftest import CATALOGUE
 from kvoffload.conformance.targets import prepare
@@ -239,6 +239,26 @@ def test_the_reference_passes_every_case(
 
 
 VARIANTS = [e for e in CATALOGUE if e.kind == "variant"]
+
+
+def test_the_selftest_cases_are_the_same_on_every_run(corpus: Path) -> None:
+    """Drawn from the call generator with fixed seeds and shrunk with no time budget:
+    writing them again gives the same cases, one per seeded variant."""
+    written = [c for c in load_cases(corpus) if c["source"] == "selftest"]
+    assert list(selftest_cases()) == written
+    assert len(written) == len(VARIANTS)
+
+
+def test_shrink_calls_keeps_what_fails_and_needs_no_clock() -> None:
+    from kvoffload.conformance.shrink import shrink_calls
+
+    calls = [Call(Op.PREPARE_STORE, ("x", "y")), Call(Op.LOOKUP, ("y",)), Call(Op.RESET_CACHE),
+             Call(Op.COMPLETE_STORE, ("x",), success=False), Call(Op.TAKE_EVENTS)]
+
+    def fails(candidate: Any) -> bool:
+        return any(c.op is Op.RESET_CACHE for c in candidate) and any(
+            c.op is Op.PREPARE_STORE for c in candidate)
+    assert shrink_calls(calls, fails) == [Call(Op.PREPARE_STORE, ("a",)), Call(Op.RESET_CACHE)]
 
 
 def test_the_arc_variants_are_self_test_variants() -> None:
