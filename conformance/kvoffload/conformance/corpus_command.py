@@ -122,6 +122,7 @@ def _report(replayed: ReplayResult, report_dir: Path, show: int) -> int:
         return EXIT_FAILS if result.verdict == "fails" else EXIT_USAGE
     if result.failures:
         print()
-        print(failures_text(result, report_dir))
+        # the trace shown is the failing case's, as written (the replay shrinks nothing)
+        print(failures_text(result, report_dir).replace("shrunk trace (", "the case's trace ("))
     print(f"\nreport: {report}")
     return exit_status(result.verdict, result.error)

@@ -201,6 +201,6 @@ def corpus_json(directory: Path, outcome: Outcome, cases: int) -> dict[str, Any]
         "directory": str(directory), "cases": cases, "passed": len(outcome.passed),
         "failed": len(outcome.failed), "skipped": dict(sorted(outcome.skipped.items())),
         "failed_cases": [{"case": f.case, "property": f.violation.prop, "step": f.violation.step,
-                          "message": f.violation.message}
+                          "drain": f.violation.in_drain, "message": f.violation.message}
                          for f in outcome.failed[:MAX_LISTED]],
     }
