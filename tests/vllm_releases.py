@@ -79,16 +79,20 @@ def req_context(release: VllmRelease) -> Any:
 def replay_recorded(entry: dict[str, Any]) -> str:
     """Replay one of docs/engines.md's recorded counterexamples (an entry of
     ``corpus_engines.json``) as its corpus case, against its own release under its run's
-    options: ``"failed"``, ``"passed"``, or ``"skipped"`` where the case does not apply
-    to those options (a case tagged level exact, from a run at level any)."""
+    options, judged by ``kvoffload corpus replay``'s lockstep: ``"failed"``,
+    ``"passed"``, or ``"skipped"`` where the case does not apply to those options."""
     from kvoffload.conformance.config import CheckConfig
     from kvoffload.conformance.corpus import engine_cases
-    from kvoffload.conformance.corpus_replay import applies, make_driver, replay_case
+    from kvoffload.conformance.corpus_replay import applies, replay_case
+    from kvoffload.conformance.targets import prepare
 
     config = CheckConfig.from_options(profile=entry["profile"], policy=entry["policy"],
                                       level=entry["level"], assume=entry["assume"])
     case = next(c for c in engine_cases() if c["name"] == f"engines-{entry['name']}")
-    if applies(case, config) is not None:
+    prepared = prepare(f"vllm=={entry['release']}", config)
+    if applies(case, config, prepared.capabilities) is not None:
         return "skipped"
-    failed = replay_case(case, make_driver(f"vllm=={entry['release']}", config))
-    return "passed" if failed is None else "failed"
+    found = replay_case(case, prepared.make_adapter, config)
+    if isinstance(found, str):
+        return "skipped"
+    return "passed" if found is None else "failed"

@@ -4,11 +4,17 @@ reference manager, failed by the self-test's seeded variants."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+from corpus_expect import spec_disagrees
 from hostile_targets import (
     AnnouncesAgain,
     ClearsItsArgument,
@@ -38,11 +44,12 @@ from kvoffload.conformance.corpus import (
     modelcheck_data,
     modelcheck_traces,
     tiny_cases,
-    tiny_traces,
-    write_corpus,
 )
-from kvoffload.conformance.corpus_replay import applies, make_driver, replay_case, replay_corpus
+from kvoffload.conformance.corpus_replay import applies, replay_case, replay_corpus
+from kvoffload.conformance.corpus_write import selftest_cases, write_corpus
+from kvoffload.conformance.errors import PropertyViolation
 from kvoffload.conformance.selftest import CATALOGUE
+from kvoffload.conformance.targets import prepare
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import Call, Op, Policy
 
@@ -59,7 +66,7 @@ gives their cases (``kills`` in corpus_modelcheck.json)."""
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("corpus")
-    write_corpus(directory, depth=2, max_calls=FIXTURE_MAX_CALLS)
+    write_corpus(directory, max_calls=FIXTURE_MAX_CALLS)
     return directory
 
 
@@ -84,7 +91,8 @@ def test_the_schema_rejects_a_malformed_case(corpus: Path) -> None:
 def test_index_counts_each_source(corpus: Path) -> None:
     index = json.loads((corpus / "index.json").read_text(encoding="utf-8"))
     assert index["corpus_version"] == CORPUS_VERSION
-    assert index["counts"]["enumerated"] == len(tiny_traces(2)) == 313
+    assert "enumerated" not in index["counts"]
+    assert index["enumerated_depth"] == 0
     assert index["counts"]["tiny"] == len(list(tiny_cases(FIXTURE_MAX_CALLS))) == 570
     assert index["counts"]["counterexample"] == 22
     assert index["counts"]["scenario"] >= 19
@@ -174,10 +182,10 @@ def test_every_counterexample_of_the_engines_page_is_a_case() -> None:
                                                ("exact", "arc")])
 def test_the_reference_passes_every_engines_case(level: str, policy: str) -> None:
     config = CheckConfig.from_options(level=level, policy=policy)
-    build = make_driver("kvoffload.impl:OffloadManager", config)
-    replayed = [c for c in engine_cases() if applies(c, config) is None]
-    assert len(replayed) >= 143
-    failed = [(c["name"], replay_case(c, build)) for c in replayed]
+    prepared = prepare("kvoffload.impl:OffloadManager", config, OffloadManager)
+    replayed = [c for c in engine_cases() if applies(c, config, prepared.capabilities) is None]
+    assert len(replayed) == 148  # every one: the lockstep takes any case at any level
+    failed = [(c["name"], replay_case(c, prepared.make_adapter, config)) for c in replayed]
     assert [(name, why) for name, why in failed if why is not None] == []
 
 
@@ -218,13 +226,50 @@ def test_tags_say_profile_and_assumptions() -> None:
 @pytest.mark.parametrize(("level", "policy"), [("any", "lru"), ("exact", "lru"),
                                                ("exact", "arc")])
 def test_the_reference_passes_every_case(
-    corpus: Path, level: str, policy: str, capsys: pytest.CaptureFixture[str]
+    corpus: Path, level: str, policy: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    assert main(["corpus", "replay", str(corpus), "--level", level, "--policy", policy]) == 0
-    assert " 0 failed" in capsys.readouterr().out
+    host = [] if level == "any" else ["--in-process"]  # one run through a host, as check
+    assert main(["corpus", "replay", str(corpus), "--level", level, "--policy", policy,
+                 "--report-dir", str(tmp_path), *host]) == 0
+    out = capsys.readouterr().out
+    assert "CONFORMS: " in out
+    assert " 0 failed, 0 skipped" in out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["verdict"] == "conforms"
+    assert report["run"]["corpus"]["passed"] == len(load_cases(corpus))
 
 
 VARIANTS = [e for e in CATALOGUE if e.kind == "variant"]
+
+
+def test_every_expect_is_the_spec_answer(corpus: Path) -> None:
+    """The answers written for other replayers (the Python replay reads none of them)
+    are the spec's, read as docs/corpus.md describes them (corpus_expect.py)."""
+    cases = load_cases(corpus)
+    assert {c["source"] for c in cases} == {"scenario", "engines", "selftest",
+                                             "counterexample", "tiny"}
+    assert [d for c in cases if (d := spec_disagrees(c))] == []
+
+
+@pytest.mark.slow
+def test_the_selftest_cases_are_the_same_on_every_run(corpus: Path) -> None:
+    """Drawn from the call generator with fixed seeds and shrunk with no time budget:
+    writing them again gives the same cases, one per seeded variant."""
+    written = [c for c in load_cases(corpus) if c["source"] == "selftest"]
+    assert list(selftest_cases()) == written
+    assert len(written) == len(VARIANTS)
+
+
+def test_shrink_calls_keeps_what_fails_and_needs_no_clock() -> None:
+    from kvoffload.conformance.shrink import shrink_calls
+
+    calls = [Call(Op.PREPARE_STORE, ("x", "y")), Call(Op.LOOKUP, ("y",)), Call(Op.RESET_CACHE),
+             Call(Op.COMPLETE_STORE, ("x",), success=False), Call(Op.TAKE_EVENTS)]
+
+    def fails(candidate: Any) -> bool:
+        return any(c.op is Op.RESET_CACHE for c in candidate) and any(
+            c.op is Op.PREPARE_STORE for c in candidate)
+    assert shrink_calls(calls, fails) == [Call(Op.PREPARE_STORE, ("a",)), Call(Op.RESET_CACHE)]
 
 
 def test_the_arc_variants_are_self_test_variants() -> None:
@@ -232,38 +277,94 @@ def test_the_arc_variants_are_self_test_variants() -> None:
 
 
 @pytest.mark.parametrize("entry", VARIANTS, ids=lambda e: e.label)
-def test_each_seeded_variant_fails_a_case(corpus: Path, entry: Any) -> None:
+def test_each_seeded_variant_fails_its_selftest_case(corpus: Path, entry: Any) -> None:
+    """Replayed at the variant's own policy and level, in this process."""
+    from kvoffload.conformance import mutants
+
     config = CheckConfig(policy=entry.policy, level=entry.level)
-    outcome = replay_corpus(corpus, entry.target, config)
-    assert outcome.failed, f"{entry.label} passed every case"
-    if entry.cls in ARC_VARIANTS:
-        killing = f"selftest-{entry.cls}-{entry.policy.value}-{entry.level.value}"
-        assert killing in {name for name, _, _ in outcome.failed}
+    prepared = prepare(entry.target, config, getattr(mutants, entry.cls))
+    name = f"selftest-{entry.cls}-{entry.policy.value}-{entry.level.value}"
+    case = next(c for c in load_cases(corpus) if c["name"] == name)
+    assert isinstance(replay_case(case, prepared.make_adapter, config), PropertyViolation)
 
 
-def test_replay_exits_1_on_a_failure(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_replay_exits_1_naming_the_property(corpus: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A failure names the property, shows check's divergence table and writes check's
+    report.json and reproducer (which fails on its own, as check's do)."""
     target = "kvoffload.conformance.mutants:LookupPendingAsMiss"
-    assert main(["corpus", "replay", str(corpus), target]) == 1
-    assert "FAILED scenario-pr41795 at step 2" in capsys.readouterr().out
+    assert main(["corpus", "replay", str(corpus), target, "--report-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED scenario-pr41795 at step 2: property 'lookup'" in out
+    assert "lookup           FAILED" in out
+    assert "property 'lookup' violated:" in out
+    assert "answer             PENDING          MISS" in out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["verdict"] == "fails"
+    assert [v["property"] for v in report["violations"]] == ["lookup"]
+    assert report["run"]["corpus"]["failed_cases"][0]["case"] == "scenario-pr41795"
+    reproducer = tmp_path / "reproduce_lookup.py"
+    assert report["violations"][0]["reproducer"] == str(reproducer)
+    namespace: dict[str, Any] = {}
+    exec(compile(reproducer.read_text(), str(reproducer), "exec"), namespace)
+    with pytest.raises(PropertyViolation, match="lookup"):
+        namespace["test_lookup"]()
+
+
+SLOW = """
+import time
+from kvoffload.impl import OffloadManager
+
+class Slow(OffloadManager):
+    def lookup(self, key):
+        time.sleep(0.05)
+        return super().lookup(key)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_exits_130_with_check_s_report(corpus: Path, tmp_path: Path) -> None:
+    """Ctrl-C: the replay stops after the current call, writes report.json (verdict
+    "interrupted", what held so far) and exits 130, as check does."""
+    (tmp_path / "slow.py").write_text(SLOW)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kvoffload.conformance.cli", "corpus", "replay", str(corpus),
+         f"{tmp_path / 'slow.py'}:Slow", "--report-dir", str(tmp_path / "r")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert process.stderr is not None
+    assert "replaying" in process.stderr.readline()
+    time.sleep(1.0)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "interrupted by Ctrl-C" in err
+    assert "INTERRUPTED" in out
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["verdict"] == "interrupted"
+    assert report["run"]["corpus"]["passed"] < len(load_cases(corpus))
 
 
 def test_safe_profile_accepts_miss_for_pending(corpus: Path) -> None:
     target = "kvoffload.conformance.mutants:LookupPendingAsMiss"
-    outcome = replay_corpus(corpus, target, CheckConfig.from_options(profile="safe"))
-    assert not [f for f in outcome.failed if "lookup" in f[2]]
+    outcome = replay_corpus(target, CheckConfig.from_options(profile="safe"), corpus,
+                            in_process=True).outcome
+    assert not [f for f in outcome.failed if f.violation.prop == "lookup"]
 
 
 def test_assumptions_skip_the_cases_they_exclude(corpus: Path) -> None:
     config = CheckConfig(assume=("no-reset-in-flight",), level=Level.ANY)
-    outcome = replay_corpus(corpus, "kvoffload.impl:OffloadManager", config)
+    outcome = replay_corpus("kvoffload.impl:OffloadManager", config, corpus,
+                            in_process=True).outcome
     assert outcome.skipped.get("assumed away: no-reset-in-flight", 0) > 0
     assert not outcome.failed
 
 
 def test_unreadable_corpus_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["corpus", "replay", str(tmp_path)]) == 2
+    report = ["--report-dir", str(tmp_path / "report")]
+    assert main(["corpus", "replay", str(tmp_path), *report]) == 2
     (tmp_path / "index.json").write_text('{"corpus_version": 99, "cases": []}')
-    assert main(["corpus", "replay", str(tmp_path)]) == 2
+    assert main(["corpus", "replay", str(tmp_path), *report]) == 2
     assert "version 99" in capsys.readouterr().err
 
 
@@ -275,15 +376,18 @@ def test_write_refuses_traces_longer_than_the_committed_ones(
     assert len(list(tiny_cases(1))) == 18  # 15 per search, merged up to renaming
 
 
+def _replay(case: dict[str, Any], target: type) -> PropertyViolation | str | None:
+    """``case`` replayed on ``target`` (a native class) in this process, as corpus
+    replay and check drive it."""
+    config = CheckConfig()
+    return replay_case(case, prepare("hostile", config, target).make_adapter, config)
+
+
 def test_a_plan_with_extra_slots_fails_the_case_instead_of_crashing() -> None:
     """Regression: vLLM 0.18 to 0.21 answer prepare_load(['a', 'a']) with a slot per
     name (docs/engines.md, ``unique-keys`` dropped); the replayer raised ValueError
     from zip() instead of failing the case."""
     from dataclasses import replace
-
-    from kvoffload.conformance.config import Profile
-    from kvoffload.conformance.corpus_replay import NativeDriver
-    from kvoffload.impl import OffloadManager
 
     class ExtraLoadSlot(OffloadManager):
         def prepare_load(self, keys: Any) -> Any:
@@ -293,46 +397,39 @@ def test_a_plan_with_extra_slots_fails_the_case_instead_of_crashing() -> None:
     calls = [Call(Op.PREPARE_STORE, ("a",)), Call(Op.COMPLETE_STORE, ("a",)),
              Call(Op.PREPARE_LOAD, ("a",))]
     case = case_json("extra", "engines", "", 1, Policy.LRU, calls)
-    assert replay_case(case, lambda n: NativeDriver(OffloadManager(n), Profile.STRICT)) is None
-    failed = replay_case(case, lambda n: NativeDriver(ExtraLoadSlot(n), Profile.STRICT))
-    assert failed == (3, "prepare_load: prepare_load returned 2 slots for 1 key (a plan "
-                         "holds one slot per key): (0, 0) [slots]")
+    assert _replay(case, OffloadManager) is None
+    failed = _replay(case, ExtraLoadSlot)
+    assert isinstance(failed, PropertyViolation)
+    assert (failed.prop, failed.step) == ("slots", 3)
+    assert "2 slots for 1 key" in failed.message
 
 
-@pytest.mark.parametrize(("target", "why"), [
-    (LiarKeys, "[store-plan]"),
-    (ZeroTickets, "was issued before"),
-    (FloatSlots, "[slots]"),
-    (NoEpoch, "[epochs]"),
-    (LyingResetEpoch, "reset_cache must return epoch"),
-    (WrongLoadEpoch, "plan must start in epoch"),
-    (ClearsItsArgument, "[arguments]"),
-    (ReusesOneBuffer, "[arguments]"),
-    (AnnouncesAgain, ", announced already"),
-    (RemovesUnannounced, ", not announced"),
+@pytest.mark.parametrize(("target", "prop"), [
+    (LiarKeys, "store-plan"),
+    (ZeroTickets, "tickets"),
+    (FloatSlots, "slots"),
+    (NoEpoch, "epochs"),
+    (LyingResetEpoch, "epochs"),
+    (WrongLoadEpoch, "epochs"),
+    (ClearsItsArgument, "arguments"),
+    (ReusesOneBuffer, "arguments"),
+    (AnnouncesAgain, "events"),
+    (RemovesUnannounced, "events"),
 ])
-def test_replay_reads_native_answers_as_strictly_as_check(corpus: Path, target: type,
-                                                          why: str) -> None:
-    """Regression: the replayer read native answers leniently (slots through ``int()``,
-    tickets and epochs through ``==``, no look at the caller's list, plan epochs not at
-    all): 7 of these 8 hostile targets passed every case (LiarKeys failed, on its keys'
-    repr). It now reads them through the native adapter ``kvoffload check`` uses."""
-    from kvoffload.conformance.config import Profile
-    from kvoffload.conformance.corpus_replay import NativeDriver
-
-    failures = [(c["name"], failed) for c in load_cases(corpus)
-                if applies(c, CheckConfig()) is None
-                and (failed := replay_case(c, lambda n: NativeDriver(target(n), Profile.STRICT)))]
+def test_replay_fails_hostile_targets_on_the_property_check_names(corpus: Path, target: type,
+                                                                  prop: str) -> None:
+    """Regression: the replayer read native answers leniently (7 of these 8 hostile
+    targets passed every case), then through its own rules with free-text failures.
+    It now judges with check's lockstep: each fails the property check names for it
+    (tests/conformance/test_native.py), and only that one."""
+    failures = [failed for c in load_cases(corpus) if c["source"] != "tiny"
+                and isinstance(failed := _replay(c, target), PropertyViolation)]
     assert failures, f"{target.__name__} passed every case"
-    assert all(why in message for _, (_, message) in failures), failures[:3]
+    assert {f.prop for f in failures} == {prop}, [str(f)[:200] for f in failures[:3]]
 
 
 def test_replay_passes_a_correct_target_with_lists_for_tuples(corpus: Path) -> None:
-    """The control: fresh lists where the records hold tuples are not a failure."""
-    from kvoffload.conformance.config import Profile
-    from kvoffload.conformance.corpus_replay import NativeDriver
-
-    for target in (OffloadManager, ListsAndSets):
-        failed = [c["name"] for c in load_cases(corpus) if applies(c, CheckConfig()) is None
-                  and replay_case(c, lambda n, t=target: NativeDriver(t(n), Profile.STRICT))]
-        assert failed == [], (target.__name__, failed[:3])
+    """The control: fresh lists where the records hold tuples are not a failure (the
+    reference itself: test_the_reference_passes_every_case)."""
+    failed = [c["name"] for c in load_cases(corpus) if _replay(c, ListsAndSets) is not None]
+    assert failed == [], failed[:3]

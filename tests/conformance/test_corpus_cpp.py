@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kvoffload.conformance.corpus import write_corpus
+from kvoffload.conformance.corpus_write import write_corpus
 
 SOURCE = Path(__file__).resolve().parents[2] / "corpus" / "replayer" / "replay.cpp"
 HEADER = Path("/usr/include/nlohmann/json.hpp")
@@ -52,7 +52,7 @@ def replayer(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("corpus")
-    write_corpus(directory, depth=2, selftest=False, max_calls=4)
+    write_corpus(directory, selftest=False, max_calls=4)
     return directory
 
 

@@ -7,7 +7,9 @@ import pytest
 
 from kvoffload.conformance.config import CheckConfig
 from kvoffload.conformance.corpus import engine_cases
-from kvoffload.conformance.corpus_replay import applies, make_driver, replay_case
+from kvoffload.conformance.corpus_replay import applies, replay_case
+from kvoffload.conformance.errors import PropertyViolation
+from kvoffload.conformance.targets import prepare
 
 pytestmark = pytest.mark.lmcache
 
@@ -24,11 +26,13 @@ def test_load_after_clear_while_read_fails_on_the_cpu_backend() -> None:
     config = CheckConfig.from_options(profile="safe", adapter="lmcache-cpu",
                                       max_keys_per_call="1")
     assert applies(case, config) is None
-    failed = replay_case(case, make_driver("lmcache==0.5.6", config))
-    assert failed is not None
-    step, why = failed
-    assert step == 5
-    assert "must be rejected with [load-not-ready]" in why
+    failed = replay_case(case, prepare("lmcache==0.5.6", config).make_adapter, config)
+    assert isinstance(failed, PropertyViolation)
+    # check's lockstep looks every key up just before a call the spec rejects: the chunk
+    # that survived clear() answers HIT there, the first divergence (the page's run had
+    # silenced `lookup` by then, so it went on to the accepted load, `misuse`)
+    assert (failed.prop, failed.step, failed.probe) == ("lookup", 5, True)
+    assert "asked just before prepare_load(['a'])" in failed.message
 
 
 def test_the_same_trace_is_assumed_away_under_no_reset_in_flight() -> None:
@@ -56,6 +60,7 @@ def test_each_recorded_lmcache_counterexample_fails_on_replay() -> None:
                                           adapter=adapter, max_keys_per_call="1")
         case = cases[f"engines-{entry['name']}"]
         assert applies(case, config) is None, entry["name"]
-        if replay_case(case, make_driver("lmcache==0.5.6", config)) is None:
+        found = replay_case(case, prepare("lmcache==0.5.6", config).make_adapter, config)
+        if not isinstance(found, PropertyViolation):
             passed.append(entry["name"])
     assert passed == []

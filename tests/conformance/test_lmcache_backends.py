@@ -128,9 +128,10 @@ ones, and the slow tier replays the whole 6-call corpus."""
 
 
 def write(directory: Any, max_calls: int | None) -> Any:
-    from kvoffload.conformance.corpus import MAX_CALLS, write_corpus
+    from kvoffload.conformance.corpus import MAX_CALLS
+    from kvoffload.conformance.corpus_write import write_corpus
 
-    write_corpus(directory, depth=2, selftest=False, max_calls=max_calls or MAX_CALLS)
+    write_corpus(directory, selftest=False, max_calls=max_calls or MAX_CALLS)
     return directory
 
 
@@ -143,13 +144,14 @@ def check_cpu_replay(corpus: Any) -> None:
     from kvoffload.conformance.corpus_replay import replay_corpus
 
     fit = CheckConfig(profile=Profile.SAFE, assume=CPU_FIT, max_keys_per_call=1)
-    outcome = replay_corpus(corpus, TARGET, fit)
+    outcome = replay_corpus(TARGET, fit, corpus, in_process=True).outcome
     assert outcome.passed
     assert not outcome.failed
-    exact = replay_corpus(corpus, TARGET, CheckConfig(
-        profile=Profile.SAFE, assume=CPU_FIT, max_keys_per_call=1, level=Level.EXACT))
+    exact = replay_corpus(TARGET, CheckConfig(
+        profile=Profile.SAFE, assume=CPU_FIT, max_keys_per_call=1, level=Level.EXACT), corpus,
+        in_process=True).outcome
     # the hand-written read-refresh case and the page's --level exact counterexample
-    assert [name for name, _, _ in exact.failed] == [
+    assert [f.case for f in exact.failed] == [
         "engines-lmcache-cpu-read-refreshes-lru",
         "engines-lmcache-0.5.6-cpu-safe-exact-eviction-choice"]
 
@@ -158,7 +160,7 @@ def check_disk_replay(corpus: Any) -> None:
     from kvoffload.conformance.corpus_replay import replay_corpus
 
     config = CheckConfig(adapter="lmcache-disk", max_keys_per_call=1)
-    failed = {name for name, _, _ in replay_corpus(corpus, TARGET, config).failed}
+    failed = {f.case for f in replay_corpus(TARGET, config, corpus, in_process=True).outcome.failed}
     assert {"engines-lmcache-disk-failed-store-frees",
             "engines-lmcache-disk-failed-store-retried"} <= failed
 

@@ -19,8 +19,10 @@ import pytest
 
 from kvoffload.conformance.config import CheckConfig, Profile
 from kvoffload.conformance.corpus import engine_cases, engines_data
-from kvoffload.conformance.corpus_replay import applies, make_driver, replay_case
+from kvoffload.conformance.corpus_replay import applies, replay_case
+from kvoffload.conformance.errors import PropertyViolation
 from kvoffload.conformance.runner import run_check
+from kvoffload.conformance.targets import prepare
 from vllm_releases import VLLM_ASSUMPTIONS, replay_recorded, vllm_target
 
 
@@ -82,19 +84,19 @@ def test_the_vllm_matrix(version: str, profile: Profile, dropped: str | None,
 
 
 def test_vllm_0_20_2_fails_the_pr41795_corpus_cases(pytestconfig: pytest.Config) -> None:
-    """``kvoffload corpus replay``'s driver on vllm==0.20.2 under vLLM's assumptions:
+    """``kvoffload corpus replay``'s judge on vllm==0.20.2 under vLLM's assumptions:
     the hand-written PR #41795 case and the page's recorded counterexample both fail
-    at their lookup (step 2)."""
+    property ``lookup`` at their lookup (step 2)."""
     target = vllm_target(pytestconfig, "0.20.2")
     config = vllm_config()
-    build = make_driver(target, config)
+    prepared = prepare(target, config)
     cases = {c["name"]: c for c in engine_cases()}
     for name in ("engines-vllm-0.20-pr41795", "engines-vllm-0.20.2-lru-all-lookup"):
-        assert applies(cases[name], config) is None
-        failed = replay_case(cases[name], build)
-        assert failed is not None, f"{name} passed on 0.20.2"
-        assert failed[0] == 2
-        assert "lookup must answer PENDING" in failed[1]
+        assert applies(cases[name], config, prepared.capabilities) is None
+        failed = replay_case(cases[name], prepared.make_adapter, config)
+        assert isinstance(failed, PropertyViolation), f"{name} passed on 0.20.2"
+        assert (failed.prop, failed.step) == ("lookup", 2)
+        assert "must answer PENDING" in failed.message
 
 
 ENTRIES = [e for e in engines_data()["counterexamples"]
@@ -151,18 +153,10 @@ def test_each_recorded_vllm_counterexample_fails_on_replay(
     release: str, pytestconfig: pytest.Config
 ) -> None:
     """Replayed as corpus cases under the run's own configuration, the release fails
-    every counterexample docs/engines.md lists for it, except those the corpus tags
-    level exact (a victim choice comes before the failure: replayed only at level exact)."""
+    every counterexample docs/engines.md lists for it, those the corpus tags level
+    exact included (the lockstep takes the target's victim choices, as check does)."""
     vllm_target(pytestconfig, release)  # skips without the release's wheel
-    cases = {c["name"]: c for c in engine_cases()}
-    passed, replayed = [], 0
-    for entry in (e for e in ENTRIES if e["release"] == release):
-        outcome = replay_recorded(entry)
-        if outcome == "skipped":
-            assert cases[f"engines-{entry['name']}"]["level"] == "exact", entry["name"]
-            continue
-        replayed += 1
-        if outcome == "passed":
-            passed.append(entry["name"])
-    assert replayed > 0
-    assert passed == []
+    entries = [e for e in ENTRIES if e["release"] == release]
+    outcomes = {str(e["name"]): replay_recorded(e) for e in entries}
+    assert entries
+    assert outcomes == {str(e["name"]): "failed" for e in entries}

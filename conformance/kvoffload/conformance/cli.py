@@ -25,7 +25,7 @@ from kvoffload.spec.calls import apply
 from kvoffload.spec.scenarios import SCENARIOS
 
 from .check_command import EXIT_STATUS, add_check_arguments, run_check_command
-from .corpus_replay import add_corpus_arguments, run_corpus_command
+from .corpus_command import add_corpus_arguments, run_corpus_command
 from .isolation import run_isolated
 from .traffic.command import add_traffic_arguments, run_traffic_command
 

@@ -1,7 +1,9 @@
 """The trace corpus: language-neutral JSON cases any engine can replay (``docs/corpus.md``).
 
-``kvoffload corpus write DIR`` writes one JSON file per case under ``DIR/cases/``, an
-``index.json`` and the JSON Schema (``schema.json``) the files follow. Every expected
+This module makes the cases (:func:`case_json`) and reads a written corpus
+(:func:`load_cases`); :mod:`.corpus_write` writes one (``kvoffload corpus write DIR``:
+one JSON file per case under ``DIR/cases/``, an ``index.json`` and the JSON Schema,
+``schema.json``, the files follow) and :mod:`.corpus_replay` replays one. Every expected
 answer comes from the spec (:func:`kvoffload.spec.apply`), exact wherever the spec is;
 what a target may choose is written as a constraint:
 
@@ -23,11 +25,11 @@ Sources (``source`` field): ``scenario`` (the spec's scenario vectors), ``engine
 (hand-picked traces, then every counterexample docs/engines.md lists, committed as calls
 in ``corpus_engines.json`` by ``python -m kvoffload.conformance.engines_page
 --corpus``), ``selftest`` (a trace killing each seeded variant of ``kvoffload check
---self-test``), ``counterexample`` (the model checker's shortest counterexample for each
-mutant and hazard), ``tiny`` (every trace of up to ``--max-calls`` calls, 6 by default,
-at the model checker's TINY bound, deduplicated up to renaming of keys and slots as the
-model checker deduplicates states), and, with ``--depth N``, ``enumerated`` (literally
-every call sequence of up to N calls at TINY, up to renaming of keys and tickets).
+--self-test``, drawn from the suite's one call generator: :mod:`.corpus_write`),
+``counterexample`` (the model checker's shortest counterexample for each mutant and
+hazard), and ``tiny`` (every trace of up to ``--max-calls`` calls, 6 by default, at the
+model checker's TINY bound, deduplicated up to renaming of keys and slots as the model
+checker deduplicates states).
 
 The model checker lives in ``proofs/``, which is not installed and which nothing here
 imports: its traces are committed as calls (no answers) in ``corpus_modelcheck.json``,
@@ -36,9 +38,7 @@ written by ``python proofs/corpus_traces.py``; every answer is computed here, by
 
 from __future__ import annotations
 
-import contextlib
 import json
-import random
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -50,13 +50,11 @@ from kvoffload.spec import (
     CacheState,
     Call,
     Completion,
-    CopyKind,
     Events,
     LoadPlan,
     LookupResult,
     MisuseError,
     Op,
-    Phase,
     Policy,
     StorePlan,
     StoreRejected,
@@ -74,10 +72,7 @@ ENGINES_FILE = Path(__file__).with_name("corpus_engines.json")
 kvoffload.conformance.engines_page --corpus`` writes it)."""
 MAX_CALLS = 6
 """The longest model-checker trace ``corpus_modelcheck.json`` holds."""
-TINY_KEYS = ("a", "b", "c")
 TINY_CAPACITY = 2
-TINY_WIDTH = 2
-TINY_RESETS = 1
 NEVER_ISSUED = "u0"
 """A ticket name no plan binds: the replayer sends a value the target never issued."""
 
@@ -268,7 +263,7 @@ def engine_cases() -> Iterator[dict[str, Any]]:
         case = case_json(f"engines-{entry['name']}", "engines",
                          f"docs/engines.md: {entry['command']} fails {entry['property']}: "
                          f"{entry['message']}", entry["capacity"], Policy(entry["policy"]),
-                         [_decode(c) for c in entry["calls"]])
+                         [decode_call(c) for c in entry["calls"]])
         case["run"] = {f: entry[f] for f in ("profile", "policy", "level", "assume")}
         yield case
 
@@ -284,44 +279,6 @@ def _committed(path: Path) -> dict[str, Any]:
     return data
 
 
-def _running_jobs(state: CacheState) -> list[tuple[CopyKind, int, tuple[object, ...]]]:
-    jobs: dict[tuple[CopyKind, int], list[object]] = {}
-    for block in sorted(state.blocks, key=lambda b: b.slot):
-        if block.ticket is not None:
-            jobs.setdefault((CopyKind.STORE, block.ticket), []).append(block.key)
-        for ticket in block.loads:
-            jobs.setdefault((CopyKind.LOAD, ticket), []).append(block.key)
-    for orphan in sorted(state.orphans, key=lambda o: o.slot):
-        for ticket in orphan.tickets:
-            jobs.setdefault((orphan.kind, ticket), []).append(orphan.key)
-    return [(kind, ticket, tuple(keys)) for (kind, ticket), keys in jobs.items()]
-
-
-def tiny_alphabet(state: CacheState, resets: int, issued: Sequence[int]) -> list[Call]:
-    """The calls the TINY bound allows in ``state``."""
-    keys = TINY_KEYS
-    calls: list[Call] = [_c(L, k) for k in keys]
-    lists: list[tuple[str, ...]] = [(k,) for k in keys]
-    lists += [(a, b) for a in keys for b in keys]  # TINY_WIDTH keys, repeats included
-    calls += [Call(PS, ks) for ks in lists]
-    calls += [Call(PL, ks) for ks in lists]
-    calls += [Call(Op.TOUCH, (k,)) for k in keys]
-    for kind, ticket, job_keys in _running_jobs(state):
-        op = CS if kind is CopyKind.STORE else CL
-        for success in ((True, False) if op is CS else (True,)):
-            calls.append(Call(op, job_keys, success=success, ticket=ticket))
-            calls.append(Call(op, job_keys, success=success))
-    for ticket in issued:
-        if not any(t == ticket for _, t, _ in _running_jobs(state)):
-            calls.append(Call(CS, (keys[0],), ticket=ticket))  # a finished job's ticket
-            break
-    calls += [Call(CS, (k,)) for k in keys] + [Call(CL, (k,)) for k in keys]
-    if resets < TINY_RESETS:
-        calls.append(Call(R))
-    calls.append(Call(Op.TAKE_EVENTS))
-    return list(dict.fromkeys(calls))
-
-
 def _canonical(calls: Sequence[Call]) -> tuple[object, ...]:
     """The trace up to renaming of keys (first seen, first named) and tickets."""
     rename: dict[object, int] = {}
@@ -334,44 +291,9 @@ def _canonical(calls: Sequence[Call]) -> tuple[object, ...]:
     return tuple(out)
 
 
-def tiny_traces(depth: int) -> list[tuple[Call, ...]]:
-    """Every trace of up to ``depth`` calls at TINY, one per renaming class."""
-    seen: set[tuple[object, ...]] = set()
-    traces: list[tuple[Call, ...]] = []
-    frontier: list[tuple[tuple[Call, ...], CacheState, int, tuple[int, ...]]] = [
-        ((), initial_state(TINY_CAPACITY, Policy.LRU), 0, ())]
-    for _ in range(depth):
-        nxt = []
-        for calls, state, resets, issued in frontier:
-            for call in tiny_alphabet(state, resets, issued):
-                trace = (*calls, call)
-                key = _canonical(trace)
-                if key in seen:
-                    continue
-                seen.add(key)
-                try:
-                    new, output = apply(state, call)
-                except MisuseError:
-                    new, output = state, None
-                more = issued
-                if isinstance(output, StorePlan | LoadPlan):
-                    more = (*issued, output.ticket)
-                traces.append(trace)
-                nxt.append((trace, new, resets + (call.op is R), more))
-        frontier = nxt
-    return traces
-
-
-def enumerated_cases(depth: int) -> Iterator[dict[str, Any]]:
-    for number, calls in enumerate(tiny_traces(depth)):
-        yield case_json(f"enumerated-{len(calls)}-{number:06d}", "enumerated",
-                        f"trace {number} of up to {depth} calls at TINY", TINY_CAPACITY,
-                        Policy.LRU, calls)
-
-
 # --- the model checker's traces (committed; proofs/corpus_traces.py) ---------------------
 
-def _decode(data: Sequence[Any]) -> Call:
+def decode_call(data: Sequence[Any]) -> Call:
     """``[op, keys, success, ticket]``, or with a fifth item, ``job``: the job a
     completion really belongs to (:class:`kvoffload.spec.Call`; engines traces)."""
     op, keys, success, ticket, *job = data
@@ -397,10 +319,10 @@ def modelcheck_traces(max_calls: int = MAX_CALLS, data: dict[str, Any] | None = 
     for name, tree in data["tiny"].items():
         paths: list[tuple[Call, ...]] = [()]
         for parent, call in tree["nodes"][1:]:
-            paths.append((*paths[parent], _decode(call)))
+            paths.append((*paths[parent], decode_call(call)))
         for node, call in tree["cases"]:
             if len(paths[node]) < max_calls:
-                yield name, Policy(tree["policy"]), (*paths[node], _decode(call))
+                yield name, Policy(tree["policy"]), (*paths[node], decode_call(call))
 
 
 def tiny_cases(max_calls: int = MAX_CALLS) -> Iterator[dict[str, Any]]:
@@ -430,42 +352,7 @@ def counterexample_cases() -> Iterator[dict[str, Any]]:
         yield case_json(f"counterexample-{name}", "counterexample",
                         f"{found['about']} (python proofs/check.py --check {found['check']}"
                         f": {found['property']})", found["capacity"],
-                        Policy(found["policy"]), [_decode(c) for c in found["calls"]])
-
-
-def all_cases(depth: int = 0, selftest: bool = True, max_calls: int = MAX_CALLS
-              ) -> Iterator[dict[str, Any]]:
-    yield from scenario_cases()
-    yield from engine_cases()
-    if selftest:
-        yield from selftest_cases()
-    yield from counterexample_cases()
-    yield from tiny_cases(max_calls)
-    yield from enumerated_cases(depth)
-
-
-def write_corpus(directory: Path, depth: int = 0, selftest: bool = True,
-                 max_calls: int = MAX_CALLS) -> dict[str, int]:
-    """Write the corpus under ``directory``; returns how many cases each source gave."""
-    cases = directory / "cases"
-    cases.mkdir(parents=True, exist_ok=True)
-    for old in cases.glob("*.json"):
-        old.unlink()
-    counts: dict[str, int] = {}
-    names = []
-    for case in all_cases(depth, selftest, max_calls):
-        (cases / f"{case['name']}.json").write_text(json.dumps(case, indent=1) + "\n",
-                                                    encoding="utf-8")
-        counts[case["source"]] = counts.get(case["source"], 0) + 1
-        names.append(case["name"])
-    (directory / "schema.json").write_text(SCHEMA_FILE.read_text(encoding="utf-8"),
-                                           encoding="utf-8")
-    index = {"corpus_version": CORPUS_VERSION, "tiny_max_calls": max_calls,
-             "enumerated_depth": depth, "counts": counts,
-             "cases": names}
-    (directory / "index.json").write_text(json.dumps(index, indent=1) + "\n",
-                                          encoding="utf-8")
-    return counts
+                        Policy(found["policy"]), [decode_call(c) for c in found["calls"]])
 
 
 def load_cases(directory: Path) -> list[dict[str, Any]]:
@@ -477,124 +364,3 @@ def load_cases(directory: Path) -> list[dict[str, Any]]:
     return [json.loads((directory / "cases" / f"{name}.json").read_text(encoding="utf-8"))
             for name in index["cases"]]
 
-
-
-# --- the self-test's seeded variants -----------------------------------------------------
-
-SELFTEST_SEED = 20261202
-SELFTEST_TRIES = 1500
-"""Random traces tried per variant (fixed seeds) before giving up on it."""
-
-
-def random_trace(
-    rng: random.Random, capacity: int, policy: Policy, length: int
-) -> tuple[Call, ...]:
-    """A trace drawn from the spec's state: stores, completions in both forms (and
-    failures), loads, touches, one reset, events, and misuse now and then."""
-    keys = tuple(chr(ord("a") + i) for i in range(capacity + 2))
-    state = initial_state(capacity, policy)
-    calls: list[Call] = []
-    resets = 0
-    for _ in range(length):
-        jobs = _running_jobs(state)
-        ready = sorted(state.keys_in(Phase.READY), key=repr)
-        choice = rng.choice(("lookup", "store", "store", "complete", "complete", "load",
-                             "touch", "reset", "events", "misuse", "stray"))
-        if choice == "complete" and jobs:
-            kind, ticket, job_keys = rng.choice(jobs)
-            op = CS if kind is CopyKind.STORE else CL
-            call = Call(op, job_keys, success=rng.random() < 0.75 or op is CL,
-                        ticket=ticket if rng.random() < 0.5 else None)
-        elif choice == "load" and ready:
-            call = Call(PL, tuple(rng.choice(ready) for _ in range(rng.randint(1, 2))))
-        elif choice == "touch" and ready:
-            call = Call(Op.TOUCH, tuple(rng.sample(ready, min(len(ready), 2))))
-        elif choice == "reset" and resets < 1:
-            call, resets = Call(R), resets + 1
-        elif choice == "stray":  # a completion no store is running for, in vLLM's form
-            call = Call(CS, (rng.choice(keys),), success=rng.random() < 0.5)
-        elif choice == "events":
-            call = Call(Op.TAKE_EVENTS)
-        elif choice == "lookup":
-            call = Call(L, (rng.choice(ready if ready and rng.random() < 0.5 else keys),))
-        elif choice == "misuse":
-            some = (rng.choice(ready),) if ready and rng.random() < 0.5 else ()
-            call = Call(rng.choice((PL, CL)), (*some, rng.choice(keys)))
-        else:
-            call = Call(PS, tuple(rng.choice(keys) for _ in range(rng.randint(1, 2))))
-        with contextlib.suppress(MisuseError):
-            state, _ = apply(state, call)
-        calls.append(call)
-    return tuple(calls)
-
-
-def _shrink(calls: tuple[Call, ...], fails: Any) -> tuple[Call, ...]:
-    """Drop calls one at a time while the trace still fails (tickets renumbered by the
-    spec: a completion naming a dropped plan's ticket goes with it)."""
-    changed = True
-    while changed:
-        changed = False
-        for i in range(len(calls)):
-            shorter = calls[:i] + calls[i + 1:]
-            if shorter and fails(shorter):
-                calls, changed = shorter, True
-                break
-    return calls
-
-
-def selftest_cases(tries: int = SELFTEST_TRIES) -> Iterator[dict[str, Any]]:
-    """For each seeded variant of ``kvoffload check --self-test``: the first random trace
-    (fixed seeds) it fails, shrunk; for the ARC variants random traces do not reach
-    (``kills`` in ``corpus_modelcheck.json``), the model checker's shortest one. Variants
-    no trace kills within ``tries`` give none."""
-    from .selftest import CATALOGUE
-
-    kills = {k["variant"]: k for k in modelcheck_data()["kills"]}
-    for entry in CATALOGUE:
-        if entry.kind != "variant":
-            continue
-        kill = kills.get(entry.cls)
-        if kill is not None and kill["policy"] == entry.policy.value:
-            yield case_json(_selftest_name(entry), "selftest",
-                            f"kills the seeded variant {entry.cls} ({entry.policy.value}, "
-                            f"level {entry.level.value}): the first call on which it and "
-                            f"the spec differ in a bounded refinement at TINY",
-                            kill["capacity"], entry.policy,
-                            [_decode(c) for c in kill["calls"]])
-            continue
-        case = _killing_case(entry, tries)
-        if case is not None:
-            yield case
-
-
-def _selftest_name(entry: Any) -> str:
-    return f"selftest-{entry.cls}-{entry.policy.value}-{entry.level.value}"
-
-
-def _killing_case(entry: Any, tries: int) -> dict[str, Any] | None:
-    from .config import CheckConfig
-    from .corpus_replay import make_driver, replay_case
-
-    config = CheckConfig(policy=entry.policy, level=entry.level)
-    try:
-        build = make_driver(entry.target, config)
-    except Exception:  # a variant that cannot be built has nothing to replay
-        return None
-
-    def fails(calls: Sequence[Call], capacity: int) -> bool:
-        case = case_json("probe", "selftest", "", capacity, entry.policy, calls)
-        if case["level"] == "exact" and entry.level.value != "exact":
-            return False
-        return replay_case(case, build) is not None
-
-    rng = random.Random(SELFTEST_SEED)
-    for _ in range(tries):
-        capacity = rng.randint(1, 4)
-        calls = random_trace(rng, capacity, entry.policy, 12)
-        if fails(calls, capacity):
-            calls = _shrink(calls, lambda c, n=capacity: fails(c, n))
-            return case_json(_selftest_name(entry),
-                             "selftest", f"kills the seeded variant {entry.cls} "
-                             f"({entry.policy.value}, level {entry.level.value})",
-                             capacity, entry.policy, calls)
-    return None

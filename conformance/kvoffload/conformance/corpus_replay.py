@@ -1,414 +1,206 @@
-"""``kvoffload corpus replay DIR TARGET``: replay the corpus's cases against one target.
+"""``kvoffload corpus replay DIR TARGET``: each case's calls through ``kvoffload check``'s judge.
 
-A native target (``docs/native-api.md``: kvoffload's own API, the reference manager
-and its seeded variants) is driven directly, tickets included. Any other TARGET
-(``vllm==X``, ``lmcache==X``, a vLLM class) goes through the same adapter ``kvoffload
-check`` builds for it; cases whose completions name a ticket are skipped there (those
-APIs have no job names), and what an adapter cannot see (a completion's answer, a
-rejection's shortfall, a reset's epoch) is not compared.
+A case's calls are made in lockstep on the spec and the target by the same
+:class:`~.lockstep.Lockstep` that ``kvoffload check`` drives (the same adapters, the
+same comparers, the same host process for the target), then the same drain (every
+running copy completed, then a store that must fit: ``liveness``). The spec is the
+oracle: a case's ``expect`` answers are not read here (they are the spec's answers,
+written for replayers in other languages; ``tests/conformance/test_corpus.py`` keeps
+them equal to the spec). So a failure names the property, with the spec-versus-target
+table, and the run writes the report and reproducers ``kvoffload check`` writes.
 
-Exit codes as ``kvoffload check``: 0 every replayed case passed, 1 some case failed,
-2 the replay could not run (bad corpus, unloadable target, bad option).
+Where the spec leaves a choice (which victims at ``--level any``, which slot), it takes
+the target's, as in ``check``: a case tagged ``level: exact`` replays at any level and
+with any policy (the tag is for replayers that compare with ``expect``). A case is
+skipped when the target cannot receive its calls: a call an assumption (``--assume``)
+rules out, more keys in one call than ``--max-keys-per-call``, an operation the target
+lacks, a completion naming a ticket on an API without job names.
 """
 
 from __future__ import annotations
 
-import argparse
-import inspect
-import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kvoffload.spec import (
-    Call,
-    Completion,
-    LookupResult,
-    MalformedCall,
-    Op,
-)
-from kvoffload.spec.calls import send
+from kvoffload.spec import Call, LoadPlan, Op, StorePlan, excluded_by
 
-from . import explain as ex
-from .adapter_api import RETRY, Adapter, EventBatch, LoadOutcome, StoreOutcome, read_int
-from .config import CheckConfig, Level, Profile
-from .corpus import NEVER_ISSUED, load_cases
-from .errors import TargetLoadError, Untranslatable, UsageError
+from .adapter_api import Adapter, Capabilities
+from .config import CheckConfig
+from .corpus import load_cases
+from .errors import PropertyViolation
+from .guard import Interrupted, stop_requested, timed_calls
 from .isolation import mark_running
-from .native import NATIVE_METHODS, NativeAdapter
-from .targets import DEFAULT_TARGET, load_object, prepare, with_target_defaults
+from .lockstep import Lockstep, construct
+from .properties import PROPERTIES
+from .remote import target_session
+from .runner import CheckResult, Failure, coverage
+from .targets import Prepared, with_target_defaults
+
+NEVER_ISSUED_OFFSET = 1_000_000
+"""A completion naming ``u0`` (no plan issued it) sends the spec a ticket this far past
+the next one it would issue: one it never issues within a case."""
+CALLS_TEXT = "each case's calls as the corpus writes them, then the drain"
 
 
-class CaseFailed(Exception):
-    """A target's answer broke a case's expectation (the message says which)."""
+@dataclass
+class CaseFailure:
+    """A case the target failed: the violation the lockstep raised."""
+
+    case: str
+    violation: PropertyViolation
 
 
 @dataclass
 class Outcome:
+    """What one replay of a corpus gave, case by case."""
+
     passed: list[str] = field(default_factory=list)
-    failed: list[tuple[str, int, str]] = field(default_factory=list)
+    failed: list[CaseFailure] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
+    calls: int = 0
+    """Calls in the cases replayed (the drains' not counted)."""
+
+    def skip(self, why: str) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
 
 
-def applies(case: dict[str, Any], config: CheckConfig) -> str | None:
-    """Why ``case`` is skipped under ``config`` (None: it is replayed)."""
-    if case["level"] == "exact" and (config.level is not Level.EXACT
-                                     or case["policy"] != config.policy.value):
-        return f"needs --level exact --policy {case['policy']}"
+@dataclass
+class ReplayResult:
+    """The replay as ``kvoffload check`` reports a run (``check``), and case by case."""
+
+    check: CheckResult
+    outcome: Outcome
+
+
+def applies(case: dict[str, Any], config: CheckConfig,
+            caps: Capabilities | None = None) -> str | None:
+    """Why ``case`` is skipped under ``config`` for a target with ``caps`` (None: it is
+    replayed; without ``caps``, only the configuration's reasons).
+
+    A case's ``excluded_by`` is read off the spec's own choices: it holds for the
+    target's only at level any (no choice before the last call); a case tagged exact
+    is checked call by call instead (:func:`replay_case`)."""
     excluded = set(case["excluded_by"]) & set(config.assume)
-    if excluded:
+    if excluded and case["level"] == "any":
         return "assumed away: " + ", ".join(sorted(excluded))
-    if config.max_keys_per_call and any(
-            len(s["call"].get("keys", ())) > config.max_keys_per_call for s in case["steps"]):
-        return f"a call names more than {config.max_keys_per_call} keys"
+    limit = config.max_keys_per_call
+    if limit and any(len(s["call"].get("keys", ())) > limit for s in case["steps"]):
+        return f"a call names more than {limit} keys"
+    if caps is None:
+        return None
+    has = {"touch": caps.touch, "reset_cache": caps.reset, "take_events": caps.events}
+    missing = sorted({s["call"]["op"] for s in case["steps"]} & {op for op, ok in has.items()
+                                                                  if not ok})
+    if missing:
+        return "the target has no " + ", ".join(missing)
+    if not caps.completion_tickets and any("ticket" in s["call"] for s in case["steps"]):
+        return "completions name a ticket; this target's API has none"
     return None
 
 
-class _Bindings:
-    """Slot and ticket names bound at first sight, with the case's constraints."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.slots: dict[str, int] = {}
-        self.tickets: dict[str, int] = {}
-        self.epoch = 0
-        """The reset epoch a plan made now starts in: 0, then each reset's."""
-        self.held: list[str] = []
-        """Slot names held once the current step is done (the case's ``held``)."""
-        self.policy_matches = True
-        """Is the target checked at the case's policy? (If not, a victim is checked
-        against ``evicted_from`` even at level exact: another policy's exact victim is
-        not this target's.)"""
-
-    def slot(self, name: str, value: int) -> None:
-        if name in self.slots:
-            if self.slots[name] != value:
-                raise CaseFailed(f"slot {name} is {self.slots[name]}, the target gave {value}")
-            return
-        if not 0 <= value < self.capacity:
-            raise CaseFailed(f"slot {value} for {name} is outside 0..{self.capacity - 1}")
-        taken = [n for n in self.held if self.slots.get(n) == value]
-        if taken:
-            raise CaseFailed(f"slot {value} for {name} is still held by {taken[0]}")
-        self.slots[name] = value
-
-    def ticket(self, name: str, value: object) -> None:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise CaseFailed(f"ticket {value!r} for {name} is not an int")
-        if value in self.tickets.values():
-            raise CaseFailed(f"ticket {value} for {name} was issued before")
-        self.tickets[name] = value
-
-    def ticket_value(self, name: str) -> int:
-        if name in self.tickets:
-            return self.tickets[name]
-        if name != NEVER_ISSUED:
-            raise CaseFailed(f"ticket name {name} is used before any plan issued it")
-        return max(self.tickets.values(), default=0) + 1_000_003
+def _call(data: dict[str, Any], tickets: dict[str, int], never: int) -> Call:
+    """A case's call as the spec's :class:`Call`; a ticket name is the spec's ticket of
+    the plan that bound it (``u0``, or a name no plan bound: one never issued)."""
+    ticket = tickets.get(data["ticket"], never) if "ticket" in data else None
+    return Call(Op(data["op"]), tuple(data.get("keys", ())),
+                success=data.get("success", True), ticket=ticket)
 
 
-def _keys(data: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(data.get("keys", ()))
-
-
-def _victims(expect: dict[str, Any], got: Sequence[Any], level: Level,
-             names: _Bindings) -> None:
-    """Exactly the spec's victims, or at level any (where the case lists them) as many
-    distinct victims from ``evicted_from``, whose slots are then free, not the spec's."""
-    allowed = expect.get("evicted_from")
-    if (level is Level.EXACT and names.policy_matches) or allowed is None:
-        _same(expect["evicted"], got, "evicted")
-        return
-    chosen = set(map(repr, got))
-    if len(chosen) != len(got) or len(got) != len(expect["evicted"]) \
-            or not chosen <= set(map(repr, allowed)):
-        raise CaseFailed(f"evicted: {len(expect['evicted'])} distinct of {allowed}; the "
-                         f"target evicted {list(got)}")
-    slot_of = dict(zip(map(repr, allowed), expect["evicted_from_slots"], strict=True))
-    held = set(names.held) | {slot_of[repr(k)] for k in expect["evicted"]}
-    names.held = sorted(held - {slot_of[k] for k in chosen})
-
-
-def _same(expected: Sequence[Any], got: Sequence[Any], what: str) -> None:
-    if set(map(repr, expected)) != set(map(repr, got)) or len(expected) != len(got):
-        raise CaseFailed(f"{what}: expected {list(expected)}, the target gave {list(got)}")
-
-
-def _lookup(expected: str, got: Any, profile: Profile) -> None:
-    name = "PENDING" if got is RETRY else getattr(got, "name", repr(got))
-    if name == expected or (expected == "PENDING" and profile is Profile.SAFE
-                            and got is LookupResult.MISS):
-        return
-    raise CaseFailed(f"lookup must answer {expected} ({profile.value} profile); the target "
-                     f"answered {name}")
-
-
-class AdapterDriver:
-    """A target through the adapter ``kvoffload check`` uses for it: every answer is
-    read by that adapter (for a native target, :class:`~.native.NativeAdapter`'s strict
-    reading), then compared with the case. What the adapter reports (a completion's
-    answer, a rejection's shortfall, a reset's epoch, the plans' tickets) is compared;
-    what it cannot see (None) is not."""
-
-    policy: str | None = None
-    """The policy the target is checked at (None: whatever the case says)."""
-
-    def __init__(self, adapter: Adapter, profile: Profile, level: Level = Level.ANY) -> None:
-        self.adapter = adapter
-        self.profile = profile
-        self.level = level
-        self.subscriber: set[Any] = set()
-
-    @property
-    def tickets(self) -> bool:
-        """Does the target's API name jobs (completions in the ticket form)?"""
-        return self.adapter.capabilities.completion_tickets
-
-    def lacks(self) -> set[str]:
-        caps = self.adapter.capabilities
-        return {op for op, has in (("touch", caps.touch), ("reset_cache", caps.reset),
-                                   ("take_events", caps.events)) if not has}
-
-    def step(self, call: dict[str, Any], expect: dict[str, Any], names: _Bindings) -> None:
-        a, op = self.adapter, call["op"]
-        named = "ticket" in call and self.tickets  # else the call goes in vLLM's form
-        ticket = names.ticket_value(call["ticket"]) if named else None
-        try:
-            made = Call(Op(op), _keys(call), success=call.get("success", True), ticket=ticket)
-        except (ValueError, MalformedCall) as error:
-            raise CaseFailed(f"the case's call {call} is not a call of the API: {error}") from error
-        try:
-            out = send(a, made)
-        except Untranslatable as error:  # an answer of the wrong shape or type
-            raise CaseFailed(f"{op}: {error} [{error.prop}]") from error
-        except Exception as error:
-            if expect["kind"] == "error" and a.is_rejection(error):
-                self._check_family(op, error, expect["family"])
-                return
-            raise CaseFailed(f"{op} raised {ex.error_text(error)}; expected "
-                             f"{expect['kind']}") from error
-        if expect["kind"] == "error":
-            raise CaseFailed(f"{op} must be rejected with [{expect['family']}]; the target "
-                             "accepted it")
-        self._check(expect, out, names)
-
-    def _check_family(self, op: str, error: BaseException, family: str) -> None:
-        """A rejection must be the one the case calls for (its family: the misuse code)."""
-        if not self.adapter.capabilities.rejects_with(error, family):
-            raise CaseFailed(f"{op} raised {ex.error_text(error)}; expected [{family}]")
-
-    def _check(self, expect: dict[str, Any], out: Any, names: _Bindings) -> None:
-        kind = expect["kind"]
-        if kind == "lookup":
-            _lookup(expect["result"], out, self.profile)
-        elif kind in ("store_plan", "rejected"):
-            if not isinstance(out, StoreOutcome):
-                raise TypeError("adapter returned a non-StoreOutcome")
-            if kind == "rejected":
-                if out.accepted:
-                    raise CaseFailed(f"prepare_store must be rejected; the target stored "
-                                     f"{list(out.keys)}, evicting {list(out.evicted)}")
-                reported = (out.needed, out.available)
-                if None not in reported and reported != (expect["needed"], expect["available"]):
-                    raise CaseFailed(f"rejection needed/available: expected {expect['needed']}/"
-                                     f"{expect['available']}, got {out.needed}/{out.available}")
-                return
-            if not out.accepted:
-                raise CaseFailed("prepare_store must be accepted; the target rejected it")
-            _in_order(expect["keys"], out.keys, "keys to store")
-            _victims(expect, out.evicted, self.level, names)
-            _bind_slots(expect["slots"], out.slots, names, "prepare_store")
-            _epoch(out.epoch, names, "prepare_store")
-            self._ticket(expect, out.ticket, names)
-        elif kind == "load_plan":
-            if not isinstance(out, LoadOutcome):
-                raise TypeError("adapter returned a non-LoadOutcome")
-            if out.keys is not None:
-                _in_order(expect["keys"], out.keys, "keys to load")
-            _bind_slots(expect["slots"], out.slots, names, "prepare_load")
-            _epoch(out.epoch, names, "prepare_load")
-            self._ticket(expect, out.ticket, names)
-        elif kind == "completion" and isinstance(out, Completion):
-            for part in ("applied", "released", "ignored"):
-                _same(expect[part], getattr(out, part), part)
-        elif kind == "events" and isinstance(out, EventBatch):
-            broken = out.not_net_text(self.subscriber)
-            if broken:
-                raise CaseFailed(broken)
-            out.replay_onto(self.subscriber)
-            _same(expect["ready"], tuple(self.subscriber), "the subscriber's READY set")
-        elif kind == "reset":
-            if out is not None and out != expect["epoch"]:
-                raise CaseFailed(f"reset_cache must return epoch {expect['epoch']}; got {out!r}")
-            names.epoch = expect["epoch"]
-
-    def _ticket(self, expect: dict[str, Any], ticket: int | None, names: _Bindings) -> None:
-        """Bind the plan's ticket name (where the API names jobs and reports one)."""
-        if self.tickets and ticket is not None:
-            names.ticket(expect["ticket"], ticket)
-
-
-class NativeDriver(AdapterDriver):
-    """A manager offering the native API (``docs/native-api.md``), tickets included,
-    read strictly by :class:`~.native.NativeAdapter` as ``kvoffload check`` reads it."""
-
-    def __init__(self, manager: Any, profile: Profile, level: Level = Level.ANY) -> None:
-        super().__init__(NativeAdapter(manager), profile, level)
-
-
-def _epoch(epoch: int | None, names: _Bindings, what: str) -> None:
-    """A plan's epoch, where the API reports one, is the current one (the last
-    reset's, 0 before any)."""
-    if epoch is not None and epoch != names.epoch:
-        raise CaseFailed(f"{what}'s plan must start in epoch {names.epoch}; the target "
-                         f"gave {epoch!r}")
-
-
-def _in_order(expected: Sequence[Any], got: Sequence[Any], what: str) -> None:
-    if list(map(repr, expected)) != list(map(repr, got)):
-        raise CaseFailed(f"{what} in call order: expected {list(expected)}, the target gave "
-                         f"{list(got)}")
-
-
-def _bind_slots(expected: Sequence[str], got: Sequence[Any], names: _Bindings,
-                what: str) -> None:
-    """Bind each expected slot name to the slot the target gave, after checking it gave
-    as many (a plan with more or fewer slots fails the case; it does not crash it)."""
-    if len(got) != len(expected):
-        raise CaseFailed(f"{what} must give {len(expected)} slot(s); the target gave "
-                         f"{len(got)}: {list(got)}")
-    for name, value in zip(expected, got, strict=True):
-        try:  # an adapter's slots are ints already; one that is not fails the case
-            slot = read_int(value, "slots", "slot")
-        except Untranslatable as error:
-            raise CaseFailed(f"{what}: {error} [{error.prop}]") from error
-        names.slot(name, slot)
-
-
-def _is_native(obj: Any) -> bool:
-    return all(callable(getattr(obj, m, None)) for m in NATIVE_METHODS)
-
-
-def make_driver(target: str, config: CheckConfig) -> Callable[[int], Any]:
-    """A function building a fresh driver (one target instance) of a given capacity."""
-    if not target.startswith(("vllm==", "lmcache==")) and config.adapter in ("auto", "native"):
-        obj = load_object(target, config.policy.value)
-        takes_policy = "policy" in str(_signature(obj))
-        policy = {"policy": config.policy.value} if takes_policy else {}
-        probe = obj(1, **policy)
-        if _is_native(probe):
-            def native(capacity: int) -> NativeDriver:
-                driver = NativeDriver(obj(capacity, **policy), config.profile, config.level)
-                driver.policy = config.policy.value
-                return driver
-            return native
-    prepared = prepare(target, config)
-
-    def adapted(capacity: int) -> AdapterDriver:
-        driver = AdapterDriver(prepared.make_adapter(capacity), config.profile, config.level)
-        driver.policy = config.policy.value
-        return driver
-    return adapted
-
-
-def _signature(obj: Any) -> object:
+def replay_case(case: dict[str, Any], make_adapter: Callable[[int], Adapter],
+                config: CheckConfig) -> PropertyViolation | str | None:
+    """Replay ``case`` on a fresh target in lockstep with the spec, then drain: None if
+    it passes, the violation at its first divergence, or why it was skipped (a call an
+    assumption rules out in the state the target's own choices led to)."""
+    config = replace(config, capacity=case["capacity"])
+    stale = not config.assumes("no-stale-completions")
+    tickets: dict[str, int] = {}
     try:
-        return inspect.signature(obj)
-    except (TypeError, ValueError):
-        return ""
-
-
-def replay_case(case: dict[str, Any], build: Callable[[int], Any]) -> tuple[int, str] | None:
-    """Replay one case; (step number, why) at its first broken expectation, else None."""
-    driver = build(case["capacity"])
-    names = _Bindings(case["capacity"])
-    names.policy_matches = (getattr(driver, "policy", None) or case["policy"]) == case["policy"]
-    for number, step in enumerate(case["steps"], 1):
-        names.held = list(step["held"])  # a new slot may reuse one this call freed
-        try:
-            driver.step(step["call"], step["expect"], names)
-        except CaseFailed as failed:
-            return number, str(failed)
+        run = Lockstep(construct(make_adapter, config.capacity, config.call_timeout), config)
+        for step in case["steps"]:
+            call = _call(step["call"], tickets, run.state.next_ticket + NEVER_ISSUED_OFFSET)
+            excluded = excluded_by(run.state, call, config.assumptions)
+            if excluded is not None:
+                run.settle()
+                return f"assumed away: {excluded}"
+            output = run.step(call)
+            if isinstance(output, StorePlan | LoadPlan):  # the n-th plan's ticket is "tn"
+                tickets[f"t{len(tickets)}"] = output.ticket
+        run.drain(stale_completions=stale)
+        run.settle()
+    except PropertyViolation as violation:
+        return violation
     return None
 
 
-def replay_corpus(directory: Path, target: str, config: CheckConfig) -> Outcome:
-    cases = load_cases(directory)
-    build = make_driver(target, config)
-    sample = build(1)
-    mark_running()  # loaded and built: from here, a process that dies fails the target
-    lacks = sample.lacks()
+def replay_cases(cases: list[dict[str, Any]], prepared: Prepared,
+                 config: CheckConfig) -> tuple[Outcome, bool]:
+    """Replay every case that applies; (the outcome, whether a Ctrl-C stopped it)."""
     outcome = Outcome()
     for case in cases:
-        why = applies(case, config)
-        missing = sorted(lacks & {s["call"]["op"] for s in case["steps"]})
-        if why is None and missing:
-            why = "the target has no " + ", ".join(missing)
-        if why is None and not sample.tickets and any("ticket" in s["call"] for s in case["steps"]):
-            why = "completions name a ticket; this target's API has none"
+        why = applies(case, config, prepared.capabilities)
         if why is not None:
-            outcome.skipped[why] = outcome.skipped.get(why, 0) + 1
+            outcome.skip(why)
             continue
-        failed = replay_case(case, build)
-        if failed is None:
+        if stop_requested():
+            return outcome, True
+        try:
+            found = replay_case(case, prepared.make_adapter, config)
+        except Interrupted:
+            return outcome, True
+        if isinstance(found, str):
+            outcome.skip(found)
+        elif found is None:
             outcome.passed.append(case["name"])
         else:
-            outcome.failed.append((case["name"], *failed))
-    return outcome
+            outcome.failed.append(CaseFailure(case["name"], found))
+        outcome.calls += len(case["steps"])
+    return outcome, False
 
 
-def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="corpus_command", required=True)
-    write = sub.add_parser("write", help="write the corpus (JSON cases, schema, index)")
-    write.add_argument("directory", type=Path)
-    write.add_argument("--max-calls", type=int, default=6,
-                       help="the model checker's TINY traces of up to this many calls "
-                       "(0 to 6, default 6)")
-    write.add_argument("--depth", type=int, default=0,
-                       help="also every call sequence of up to this many calls at TINY, "
-                       "not deduplicated by state (default 0: none; 3 gives 10,759)")
-    replay = sub.add_parser("replay", help="replay a corpus against TARGET")
-    replay.add_argument("directory", type=Path)
-    replay.add_argument("target", nargs="?", default=DEFAULT_TARGET)
-    replay.add_argument("--adapter", default="auto")
-    replay.add_argument("--profile", choices=[p.value for p in Profile], default="strict")
-    replay.add_argument("--policy", choices=["lru", "arc"], default="lru")
-    replay.add_argument("--level", choices=[lv.value for lv in Level], default="any")
-    replay.add_argument("--assume", action="append", default=[], metavar="NAME")
-    replay.add_argument("--max-keys-per-call", default=None, metavar="N")
-    replay.add_argument("--show", type=int, default=10, help="failures to print (default 10)")
+@timed_calls
+def replay_corpus(target: str, config: CheckConfig, directory: Path, obj: Any = None,
+                  in_process: bool | None = None) -> ReplayResult:
+    """Replay the corpus under ``directory`` against ``target``, the target in a host
+    process as for ``kvoffload check`` (in this process for ``obj``, ``in_process`` or
+    ``KVOFFLOAD_IN_PROCESS=1``).
+
+    raises: UsageError (bad target or options), OSError / ValueError / KeyError (an
+    unreadable corpus)
+    """
+    cases = load_cases(directory)
+    config = with_target_defaults(target, config)  # lmcache==: one chunk per call
+    start = time.perf_counter()
+    with target_session(target, config, obj, in_process) as prepared:
+        mark_running()  # loaded and built: from here, a process that dies fails the target
+        outcome, interrupted = replay_cases(cases, prepared, config)
+        config = replace(config, adapter=prepared.adapter)
+        not_checked, _ = coverage(prepared, config)
+    first: dict[str, Failure] = {}
+    for failed in outcome.failed:
+        first.setdefault(failed.violation.prop, Failure(failed.violation))
+    result = CheckResult(
+        target=target, adapter=prepared.adapter, adapter_reason=prepared.why, config=config,
+        checked=tuple(p for p in PROPERTIES if p not in not_checked), not_checked=not_checked,
+        alphabet={"replayed": CALLS_TEXT}, failures=list(first.values()),
+        interrupted=interrupted, examples=len(outcome.passed) + len(outcome.failed),
+        steps=outcome.calls, seconds=time.perf_counter() - start)
+    result.extra["corpus"] = corpus_json(directory, outcome, len(cases))
+    return ReplayResult(result, outcome)
 
 
-def run_corpus_command(args: argparse.Namespace) -> int:
-    from .corpus import write_corpus
+MAX_LISTED = 1000
+"""Failed cases listed by name in report.json (the counts are always whole)."""
 
-    try:
-        if args.corpus_command == "write":
-            if args.depth < 0:
-                raise UsageError("--depth must be 0 or more")
-            if not 0 <= args.max_calls <= 6:
-                raise UsageError("--max-calls must be 0 to 6 (the model checker's traces "
-                                 "are written up to 6 calls)")
-            counts = write_corpus(args.directory, args.depth, max_calls=args.max_calls)
-            print(f"wrote {sum(counts.values())} cases to {args.directory}: "
-                  + ", ".join(f"{n} {source}" for source, n in counts.items()))
-            return 0
-        config = CheckConfig.from_options(
-            profile=args.profile, policy=args.policy, level=args.level, assume=args.assume,
-            adapter=args.adapter, max_keys_per_call=args.max_keys_per_call)
-        config = with_target_defaults(args.target, config)  # lmcache==: one chunk per call
-        outcome = replay_corpus(args.directory, args.target, config)
-    except (UsageError, TargetLoadError) as error:
-        print(f"kvoffload corpus: error: {error}", file=sys.stderr)
-        return 2
-    except (OSError, ValueError, KeyError) as error:
-        print(f"kvoffload corpus: error: cannot read the corpus: {error}", file=sys.stderr)
-        return 2
-    print(f"{len(outcome.passed)} passed, {len(outcome.failed)} failed, "
-          f"{sum(outcome.skipped.values())} skipped")
-    for why, count in sorted(outcome.skipped.items()):
-        print(f"  skipped {count}: {why}")
-    for name, step, why in outcome.failed[:args.show]:
-        print(f"FAILED {name} at step {step}: {why}")
-    return 1 if outcome.failed else 0
+
+def corpus_json(directory: Path, outcome: Outcome, cases: int) -> dict[str, Any]:
+    """report.json's ``run.corpus``: the corpus, the counts, the failed cases."""
+    return {
+        "directory": str(directory), "cases": cases, "passed": len(outcome.passed),
+        "failed": len(outcome.failed), "skipped": dict(sorted(outcome.skipped.items())),
+        "failed_cases": [{"case": f.case, "property": f.violation.prop, "step": f.violation.step,
+                          "drain": f.violation.in_drain, "message": f.violation.message}
+                         for f in outcome.failed[:MAX_LISTED]],
+    }

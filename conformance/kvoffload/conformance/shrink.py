@@ -95,6 +95,20 @@ def shrink(
     return best
 
 
+def shrink_calls(calls: Sequence[Call], fails: Callable[[Sequence[Call]], bool],
+                 rounds: int = 20) -> list[Call]:
+    """:func:`shrink`'s passes on a plain predicate, repeated until nothing changes (at
+    most ``rounds`` times), with no time budget: the result depends on ``fails`` only
+    (the corpus's self-test cases are the same on every machine)."""
+    current = list(calls)
+    for _ in range(rounds):
+        before = current
+        current = _rename(_simplify(_delete_chunks(current, fails), fails), fails)
+        if current == before:
+            break
+    return current
+
+
 def _tiers(largest: int) -> list[int]:
     """The tiers a candidate is tried on, smallest first: every small tier (1 to
     ``SMALL_TIERS``, the ones nine examples in ten draw), then a ladder growing by about
