@@ -137,3 +137,20 @@ def test_a_run_leaves_no_process_and_a_killed_judge_leaves_none_either(
         judge.send_signal(signal.SIGKILL)
         judge.wait()
     assert gone(tag) == []
+
+
+def test_the_mooncake_native_reproducer_shows_each_divergence() -> None:
+    """docs/tools/mooncake_reproduce.py: Mooncake's API alone, its own namespace."""
+    done = subprocess.run([sys.executable, str(ROOT / "docs/tools/mooncake_reproduce.py")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr[-2000:]
+    verdicts = [line.split("  ", 1) for line in done.stdout.splitlines()
+                if line.startswith(("same", "DIVERGES"))]
+    assert verdicts == [
+        ["same", "lookup of a key being stored (strict profile)"],
+        ["DIVERGES", "lookup of a key being stored, through is_exist"],
+        ["DIVERGES", "a store on a full tier with an unread READY block"],
+        ["DIVERGES", "READY blocks when no call is made (the tier is 100 % full)"],
+        ["DIVERGES", "a reset while a store is in flight, then lookup"],
+        ["DIVERGES", "after a lookup, is the block still free to go (lookup changes nothing)"],
+    ]
