@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import itertools
+import os
 from collections.abc import Callable, Sequence
 
 from kvoffload.spec import Completion, Key, LookupResult
@@ -57,7 +58,7 @@ from kvoffload.spec import Completion, Key, LookupResult
 from .adapter_api import Adapter, Capabilities, EventBatch, LoadOutcome, Reported, StoreOutcome
 from .config import CheckConfig
 from .errors import TargetLoadError, UsageError
-from .mooncake_cluster import OBJECT_BYTES, Cluster, ClusterError
+from .mooncake_cluster import FLAGS_VARIABLE, OBJECT_BYTES, Cluster, ClusterError
 
 PREFIX = "mooncake=="
 SUPPORTED = ("0.3.13.post1",)
@@ -290,7 +291,9 @@ def mooncake_factory(
                          "watermark, not by a policy the spec models: check it with "
                          "--policy lru (and --level any)")
     strict = config.profile.value == "strict"
+    flags = os.environ.get(FLAGS_VARIABLE, "").strip()
     why = ("Mooncake target: a master and two clients in a network namespace of their "
            f"own; lookup through {'get_size' if strict else 'is_exist'} "
-           f"(--profile {config.profile.value})")
+           f"(--profile {config.profile.value})"
+           + (f"; master flags from {FLAGS_VARIABLE}: {flags}" if flags else ""))
     return "mooncake", why, lambda capacity: MooncakeAdapter(capacity, strict)

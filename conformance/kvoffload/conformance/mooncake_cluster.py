@@ -39,6 +39,7 @@ import ctypes.util
 import fcntl
 import json
 import os
+import shlex
 import signal
 import socket
 import struct
@@ -71,6 +72,10 @@ MASTER_FLAGS = (
 )
 """The master's flags: addresses only; every store setting is Mooncake's default
 (leases of 10 s, eviction from 90 % full, 5 % evicted at a time)."""
+FLAGS_VARIABLE = "KVOFFLOAD_MOONCAKE_MASTER_FLAGS"
+"""More flags for the master, split as a shell would (e.g.
+``--eviction_high_watermark_ratio=1.0``: no background eviction before the segment is
+full); the report's adapter line names them."""
 CLIENT_ENV = {"MC_TCP_BIND_ADDRESS": "127.0.0.1", "MC_LOG_LEVEL": "ERROR",
               "GLOG_minloglevel": "2"}
 """``MC_TCP_BIND_ADDRESS``: with the master's HTTP metadata the transfer engine looks
@@ -276,7 +281,8 @@ def _supervise_main() -> int:
         out.flush()
         return 1
     env = {**os.environ, **CLIENT_ENV}
-    master = subprocess.Popen([master_binary(), *MASTER_FLAGS], stdin=subprocess.DEVNULL,
+    extra = shlex.split(os.environ.get(FLAGS_VARIABLE, ""))
+    master = subprocess.Popen([master_binary(), *MASTER_FLAGS, *extra], stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env=env, preexec_fn=die_with_parent)
     _wait_port(MASTER_RPC_PORT, master, "mooncake_master")
