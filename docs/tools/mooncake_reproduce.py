@@ -4,6 +4,7 @@ Standalone (the standard library and the ``mooncake`` wheel; no kvoffload):
 
     pip install mooncake-transfer-engine-non-cuda==0.3.13.post1   # + apt libibverbs1
     python docs/tools/mooncake_reproduce.py
+    python docs/tools/mooncake_reproduce.py --faults   # kill the holder, then the master
 
 It moves itself into a network namespace of its own (loopback only; root, or a user
 namespace), starts ``mooncake_master`` there, a writer client in this process (the
@@ -76,20 +77,78 @@ def _reader_main() -> int:
     return 0
 
 
-def main() -> int:
-    if sys.argv[1:] == ["--reader"]:
-        return _reader_main()
-    _namespace()
+def _holder_main() -> int:
+    """A writer that holds the segment: two objects READY, one being written."""
+    _die_with_parent()
+    store = _client(0)
+    store.allocate_and_mount_segment(4 * MB16)
+    for key in ("h1", "h2"):
+        store.batch_put_session_start([key], [MB16])
+        store.batch_put_session_end([key])
+    store.batch_put_session_start(["h3"], [MB16])
+    print("ready", flush=True)
+    sys.stdin.read()
+    return 0
+
+
+def _master() -> subprocess.Popen[bytes]:
     package = Path(importlib.import_module("mooncake").__file__ or "").parent
     master = subprocess.Popen(
         [str(package / "mooncake_master"), f"--rpc_port={PORT}", "--rpc_address=127.0.0.1",
          "--metrics_host=127.0.0.1", "--enable_http_metadata_server=false"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+    for _ in range(300):
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", PORT), 0.1):
+            break
+        time.sleep(0.05)
+    return master
+
+
+def _faults() -> int:
+    """Kill the holder of the segment, then the master, and say what a reader sees."""
+    master = _master()
     try:
-        for _ in range(300):
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", PORT), 0.1):
+        holder = subprocess.Popen([sys.executable, __file__, "--holder"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  preexec_fn=_die_with_parent)
+        if holder.stdout is None:
+            raise SystemExit("the holder has no pipes")
+        holder.stdout.readline()
+        reader = _client(0)
+        keys = ("h1", "h2", "h3")
+        print("before: get_size", [reader.get_size(k) for k in keys],
+              "get('h1') bytes", len(reader.get("h1")))
+        holder.kill()
+        holder.wait()
+        start = time.monotonic()
+        while time.monotonic() - start < 30:
+            sizes = [reader.get_size(k) for k in keys]
+            print(f"{time.monotonic() - start:4.1f} s after the holder was killed: get_size "
+                  f"{sizes}, get('h1') bytes {len(reader.get('h1'))}", flush=True)
+            if sizes[0] < 0:
                 break
-            time.sleep(0.05)
+            time.sleep(1.0)
+        master.kill()
+        master.wait()
+        master = _master()
+        time.sleep(1.0)
+        print("after the master was killed and restarted: get_size",
+              [reader.get_size(k) for k in keys], "(-900 is an RPC error)")
+        return 1
+    finally:
+        master.kill()
+
+
+def main() -> int:
+    if sys.argv[1:] == ["--reader"]:
+        return _reader_main()
+    if sys.argv[1:] == ["--holder"]:
+        return _holder_main()
+    _namespace()
+    if sys.argv[1:] == ["--faults"]:
+        return _faults()
+    master = _master()
+    try:
         reader = subprocess.Popen([sys.executable, __file__, "--reader"], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                   preexec_fn=_die_with_parent)
