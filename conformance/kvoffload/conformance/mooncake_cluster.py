@@ -174,26 +174,8 @@ def _wait_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
 
 # ---------------------------------------------------------------- a client process
 
-def _client_main(role: str) -> int:
-    """One Mooncake client: ``writer`` (holds the segments, puts) or ``reader``."""
-    die_with_parent()
-    out = os.fdopen(os.dup(1), "w")  # the channel; the library's own output goes to stderr
-    os.dup2(2, 1)
-    import importlib
-
-    store: Any = importlib.import_module("mooncake.store").MooncakeDistributedStore()
-    code = store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 2 * OBJECT_BYTES, "tcp", "",
-                       f"127.0.0.1:{MASTER_RPC_PORT}")
-    if code != 0:
-        out.write(json.dumps({"error": f"setup() answered {code}"}) + "\n")
-        out.flush()
-        return 1
-    buffer = ctypes.create_string_buffer(OBJECT_BYTES)
-    address = ctypes.addressof(buffer)
-    if role == "reader" and store.register_buffer(address, OBJECT_BYTES) != 0:
-        out.write(json.dumps({"error": "register_buffer() failed"}) + "\n")
-        out.flush()
-        return 1
+def _operations(store: Any, address: int) -> dict[str, Callable[..., Any]]:
+    """What a client does when asked, by name; ``address`` is its registered buffer."""
 
     def sizes(keys: list[str]) -> list[int]:
         return [OBJECT_BYTES] * len(keys)
@@ -211,7 +193,7 @@ def _client_main(role: str) -> int:
         store.batch_get_session_end(keys)
         return {"started": started, "read": read}
 
-    ops: dict[str, Callable[..., Any]] = {
+    return {
         "get_size": store.get_size,
         "is_exist": store.is_exist,
         "put_start": lambda keys: list(store.batch_put_session_start(keys, sizes(keys))),
@@ -223,16 +205,39 @@ def _client_main(role: str) -> int:
         "mount": lambda size: store.allocate_and_mount_segment(size),
         "unmount": lambda ids: store.unmount_and_free_segment(ids),
     }
-    out.write(json.dumps({"ok": os.getpid()}) + "\n")
-    out.flush()
+
+
+def _client_main(role: str) -> int:
+    """One Mooncake client: ``writer`` (holds the segments, puts) or ``reader``."""
+    die_with_parent()
+    out = os.fdopen(os.dup(1), "w")  # the channel; the library's own output goes to stderr
+    os.dup2(2, 1)
+    import importlib
+
+    def say(answer: dict[str, Any]) -> None:
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
+
+    store: Any = importlib.import_module("mooncake.store").MooncakeDistributedStore()
+    code = store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 2 * OBJECT_BYTES, "tcp", "",
+                       f"127.0.0.1:{MASTER_RPC_PORT}")
+    if code != 0:
+        say({"error": f"setup() answered {code}"})
+        return 1
+    buffer = ctypes.create_string_buffer(OBJECT_BYTES)
+    address = ctypes.addressof(buffer)
+    if role == "reader" and store.register_buffer(address, OBJECT_BYTES) != 0:
+        say({"error": "register_buffer() failed"})
+        return 1
+    ops = _operations(store, address)
+    say({"ok": os.getpid()})
     for line in sys.stdin:
         op, args = json.loads(line)
         try:
             answer = {"ok": ops[op](*args)}
         except Exception as error:  # answered, not raised: the supervisor reports it
             answer = {"error": f"{type(error).__name__}: {error}"}
-        out.write(json.dumps(answer) + "\n")
-        out.flush()
+        say(answer)
     return 0
 
 
