@@ -154,3 +154,19 @@ def test_the_mooncake_native_reproducer_shows_each_divergence() -> None:
         ["DIVERGES", "a reset while a store is in flight, then lookup"],
         ["DIVERGES", "after a lookup, is the block still free to go (lookup changes nothing)"],
     ]
+
+
+def test_the_adapter_records_the_mooncake_calls_it_made() -> None:
+    from kvoffload.conformance.config import CheckConfig
+    from kvoffload.conformance.targets import prepare
+
+    adapter: Any = prepare(TARGET, CheckConfig(capacity=2)).make_adapter(2)
+    tier = f"t{adapter.tier}/"
+    adapter.engine_calls.clear()
+    assert adapter.prepare_store(["a", "a", "b"]).keys == ("a", "b")
+    adapter.complete_store(["a"], True, None)
+    assert adapter.engine_calls == [
+        f"writer.put_start({[tier + 'a', tier + 'b']!r},)",
+        "admin./get_all_keys",
+        f"writer.put_end({[tier + 'a']!r},)",
+    ]

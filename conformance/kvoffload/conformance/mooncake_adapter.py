@@ -52,6 +52,7 @@ import importlib.metadata
 import itertools
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from kvoffload.spec import Completion, Key, LookupResult
 
@@ -140,7 +141,9 @@ class MooncakeAdapter:
 
     def __init__(self, capacity: int, strict: bool) -> None:
         self.cluster = _cluster()
-        self.ask = self.cluster.ask
+        self.engine_calls: list[str] = []
+        """Every Mooncake call this adapter made, in order (``writer.put_start(...)``,
+        ``admin./get_all_keys``): what an operation became in Mooncake's terms."""
         self.strict = strict
         previous = _Shared.current
         if previous is not None:
@@ -171,6 +174,11 @@ class MooncakeAdapter:
         self.ask("writer", "unmount", self.segments)
         if _Shared.current is self:
             _Shared.current = None
+
+    def ask(self, to: str, op: str, *args: object) -> Any:
+        """One call on one process of the cluster, recorded in :attr:`engine_calls`."""
+        self.engine_calls.append(f"{to}.{op or args[0]}{args if op else ''}")
+        return self.cluster.ask(to, op, *args)
 
     def _name(self, key: Key) -> str:
         return f"t{self.tier}/{key}"
