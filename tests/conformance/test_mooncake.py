@@ -101,6 +101,15 @@ def test_a_full_tier_rejects_where_the_spec_evicts() -> None:
     assert found.prop == "rejection"
 
 
+def test_a_reset_leaves_a_put_in_flight_running() -> None:
+    """remove_all(force=True) skips an object being written: PENDING after the reset."""
+    calls = [Call(Op.PREPARE_STORE, ("a",)), Call(Op.RESET_CACHE, ()), Call(Op.LOOKUP, ("a",))]
+    found = violation(calls, assume=[])
+    assert found is not None
+    assert found.prop == "lookup"
+    assert violation(calls[:1] + calls[2:], assume=[]) is None
+
+
 def test_a_refused_store_of_several_keys_opens_no_session() -> None:
     """All or nothing: 'a' fits, 'b' does not; the session opened for 'a' is revoked,
     so 'a' reads as absent afterwards and can be stored again."""
