@@ -22,3 +22,20 @@ def _lmcache_installed(request: pytest.FixtureRequest) -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{reason} (under CI a green run may not hide a missing install)")
         pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def _mooncake_installed(request: pytest.FixtureRequest) -> None:
+    """Tests marked ``mooncake`` start a real Mooncake Store (0.3.13.post1): without the
+    wheel they skip, and under CI (``CI=true``) they fail, as ``lmcache`` tests do."""
+    if request.node.get_closest_marker("mooncake") is None:
+        return
+    from kvoffload.conformance.mooncake_adapter import SUPPORTED, installed_version
+
+    have = installed_version()
+    if have not in SUPPORTED:
+        reason = (f"Mooncake {SUPPORTED[-1]} is not installed (found {have}): pip install "
+                  f"-e '.[mooncake]' and apt-get install libibverbs1")
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason} (under CI a green run may not hide a missing install)")
+        pytest.skip(reason)

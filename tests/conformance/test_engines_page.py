@@ -104,3 +104,14 @@ def test_every_listed_counterexample_becomes_corpus_data(tmp_path: Path) -> None
     write_corpus_data(path, entries[:1], "vllm")  # --only vllm keeps LMCache's entries
     names = [e["name"] for e in json.loads(path.read_text(encoding="utf-8"))["counterexamples"]]
     assert names == ["vllm-0.24.0-arc-all-events", "lmcache-0.5.6-cpu-strict-lookup"]
+
+
+def test_the_hand_written_mooncake_section_survives_a_rewrite() -> None:
+    from kvoffload.conformance.engines_page import MOONCAKE_HEADING
+
+    results = {run: {"verdict": "missing", "error": "not run"} for run in RUNS}
+    mooncake = f"\n{MOONCAKE_HEADING}\n\nverdicts by hand\n"
+    old = render(results) + mooncake
+    assert splice(old, "lmcache", render(results, ["lmcache"])) == old
+    assert splice(old, "vllm", "V\n") == "V\n" + render(results, ["lmcache"]) + mooncake
+    assert splice(render(results), "lmcache", "L\n").endswith("L\n")

@@ -288,6 +288,17 @@ def render(results: dict[Run, dict[str, Any]], engines: Sequence[str] = ENGINES)
     return "".join(SECTIONS[e](results) for e in engines)
 
 
+MOONCAKE_HEADING = "# Mooncake Store 0.3.13.post1: a real master and two clients"
+"""The line that opens the Mooncake section, written by hand (its runs are listed
+there): the page's end from this line on is kept as it is when the page is written."""
+
+
+def hand_written(page: str) -> str:
+    """The page's hand-written end (the Mooncake section), or nothing."""
+    at = page.find(f"\n{MOONCAKE_HEADING}\n")
+    return page[at:] if at >= 0 else ""
+
+
 def splice(page: str, engine: str, section: str) -> str:
     """``page`` with ``engine``'s section replaced by ``section``."""
     from .engines_text import LMCACHE_HEADING
@@ -296,7 +307,9 @@ def splice(page: str, engine: str, section: str) -> str:
     if at < 0:
         raise SystemExit(f"cannot replace the {engine} section: no line "
                          f"{LMCACHE_HEADING!r} in the page")
-    return section + page[at:] if engine == "vllm" else page[:at] + section
+    if engine == "vllm":
+        return section + page[at:]
+    return page[:at] + section + hand_written(page)
 
 
 def results_of(runs: Sequence[Run], reports: Path, render_only: bool,
@@ -333,6 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.only:
         page = splice(args.write.read_text(encoding="utf-8"), args.only, page)
+    elif args.write.is_file():
+        page += hand_written(args.write.read_text(encoding="utf-8"))
     args.write.write_text(page, encoding="utf-8")
     print(f"wrote {args.write} from {len(results)} runs (reports: {reports})")
     return 0

@@ -36,6 +36,8 @@ from .errors import TargetLoadError, UsageError
 from .explain import error_text
 from .lmcache_loader import DEFAULTS as LMCACHE_DEFAULTS
 from .lmcache_loader import is_lmcache_target, lmcache_factory
+from .mooncake_adapter import DEFAULTS as MOONCAKE_DEFAULTS
+from .mooncake_adapter import is_mooncake_target, mooncake_factory
 from .native import NATIVE_METHODS, NativeAdapter
 from .options import OPTIONS
 from .vllm_adapters import ERA_SIGNATURES, era_of, factory_keywords
@@ -80,6 +82,8 @@ def absolute_target(target: str) -> str:
 def target_defaults(text: str) -> dict[str, tuple[object, str]]:
     """Options this kind of TARGET sets when the user gives none: name -> (value, why).
     Only options the table marks ``by_target`` may be named (a test keeps it so)."""
+    if is_mooncake_target(text):
+        return dict(MOONCAKE_DEFAULTS)
     return dict(LMCACHE_DEFAULTS) if is_lmcache_target(text) else {}
 
 
@@ -109,6 +113,8 @@ def load_object(text: str, policy: str = "lru") -> Any:
                          "path/to/file.py:attr or vllm==X, or no TARGET for the reference")
     if text.startswith("vllm=="):
         return _vllm_release(text.removeprefix("vllm=="), policy)
+    if is_mooncake_target(text):
+        return None  # a running service, not an object: prepare() starts it
     where, sep, attr = text.rpartition(":")
     if not sep or not where or not attr:
         raise UsageError(f"TARGET {text!r} must be module:attr or path/to/file.py:attr")
@@ -204,6 +210,10 @@ def prepare(text: str, config: CheckConfig, obj: Any = None) -> Prepared:
     """
     if obj is None and is_lmcache_target(text):
         return _prepare_lmcache(text, config)
+    if obj is None and is_mooncake_target(text):
+        name, reason, make = mooncake_factory(text, config)
+        sample = _build(text, make, config.capacity)
+        return Prepared(text, name, reason, sample.capabilities, make, sample)
     if obj is None:
         obj = load_object(text, config.policy.value)
     if config.adapter not in ADAPTERS:

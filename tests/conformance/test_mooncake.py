@@ -1,0 +1,181 @@
+"""Mooncake Store 0.3.13.post1 under the suite (``pip install -e '.[mooncake]'``).
+
+A real master and two real clients, in a network namespace of their own
+(:mod:`kvoffload.conformance.mooncake_cluster`). Each deterministic failure documented in
+docs/engines.md is replayed as its shrunk trace; the processes are shown to run on
+loopback alone and to end with the run, however it ends. Without the wheel these tests
+skip; under CI (CI=true) they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvoffload.conformance.errors import PropertyViolation
+from kvoffload.conformance.mooncake_cluster import (
+    MASTER_RPC_PORT,
+    TAG_VARIABLE,
+    Cluster,
+    tagged_processes,
+)
+from kvoffload.conformance.reproduce import reproduce
+from kvoffload.spec import Call, Op
+
+pytestmark = pytest.mark.mooncake
+
+TARGET = "mooncake==0.3.13.post1"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def store(key: str, success: bool = True) -> list[Call]:
+    return [Call(Op.PREPARE_STORE, (key,)), Call(Op.COMPLETE_STORE, (key,), success=success)]
+
+
+def violation(calls: list[Call], **config: Any) -> PropertyViolation | None:
+    values = {"capacity": 1, "assume": ["no-reset-in-flight"], **config}
+    try:
+        reproduce(TARGET, values, calls)
+    except PropertyViolation as found:
+        return found
+    return None
+
+
+def gone(tag: str, within: float = 10.0) -> list[int]:
+    """The processes still carrying ``tag`` once they had ``within`` seconds to end."""
+    deadline = time.monotonic() + within
+    left = tagged_processes(tag)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = tagged_processes(tag)
+    return left
+
+
+def test_the_cluster_runs_on_loopback_alone_and_stops_whole() -> None:
+    tag = f"test-namespace-{os.getpid()}-{time.time_ns()}"
+    cluster = Cluster(tag)
+    try:
+        assert cluster.ask("interfaces", "") == ["lo"]
+        own = os.readlink("/proc/self/ns/net")
+        for role, pid in cluster.pids.items():
+            assert os.readlink(f"/proc/{pid}/ns/net") != own, f"the {role} shares our network"
+        # The master listens in its namespace, not in ours.
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", MASTER_RPC_PORT), 0.5).close()
+        assert set(tagged_processes(tag)) == {cluster.process.pid, *cluster.pids.values()}
+        # The probe facts the adapter's lookups rest on, from the reader, a put in flight
+        # on the writer: get_size -703 (REPLICA_IS_NOT_READY), is_exist 0 (as if absent).
+        assert cluster.ask("writer", "mount", 16 << 20)["ret"] == 0
+        assert cluster.ask("writer", "put_start", ["x"]) == [0]
+        assert cluster.ask("reader", "get_size", "x") == -703
+        assert cluster.ask("reader", "is_exist", "x") == 0
+        assert cluster.ask("reader", "get_size", "absent") == -704
+        assert cluster.ask("writer", "put_end", ["x"]) == [0]
+        assert cluster.ask("reader", "is_exist", "x") == 1
+    finally:
+        cluster.stop()
+    assert gone(tag) == []
+
+
+def test_a_store_in_flight_reads_pending_through_get_size_and_absent_through_is_exist() -> None:
+    """get_size tells a put in flight (-703) from an absent key (-704): the strict
+    profile holds on this trace; is_exist answers 0 for both: safe profile only."""
+    calls = [Call(Op.PREPARE_STORE, ("a",)), Call(Op.LOOKUP, ("a",)), *store("b"),
+             Call(Op.LOOKUP, ("b",)), Call(Op.LOOKUP, ("c",))]
+    assert violation(calls, capacity=4, profile="strict") is None
+    assert violation(calls, capacity=4, profile="safe") is None
+
+
+def test_a_full_tier_rejects_where_the_spec_evicts() -> None:
+    """Mooncake never evicts inside a put: a full segment answers -200 at once."""
+    found = violation([*store("a"), Call(Op.PREPARE_STORE, ("b",))])
+    assert found is not None
+    assert found.prop == "rejection"
+
+
+def test_a_reset_leaves_a_put_in_flight_running() -> None:
+    """remove_all(force=True) skips an object being written: PENDING after the reset."""
+    calls = [Call(Op.PREPARE_STORE, ("a",)), Call(Op.RESET_CACHE, ()), Call(Op.LOOKUP, ("a",))]
+    found = violation(calls, assume=[])
+    assert found is not None
+    assert found.prop == "lookup"
+    assert violation(calls[:1] + calls[2:], assume=[]) is None
+
+
+def test_a_refused_store_of_several_keys_opens_no_session() -> None:
+    """All or nothing: 'a' fits, 'b' does not; the session opened for 'a' is revoked,
+    so 'a' reads as absent afterwards and can be stored again."""
+    calls = [Call(Op.PREPARE_STORE, ("a", "b")), Call(Op.LOOKUP, ("a",)), *store("a"),
+             Call(Op.LOOKUP, ("a",))]
+    assert violation(calls, capacity=1) is None
+
+
+@pytest.mark.slow
+def test_a_run_leaves_no_process_and_a_killed_judge_leaves_none_either(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        str(ROOT / part) for part in ("spec", "impl", "conformance"))}
+    command = [sys.executable, "-m", "kvoffload.conformance.cli", "check", TARGET,
+               "--assume", "no-reset-in-flight", "--seed", "1"]
+    tag = f"test-run-{os.getpid()}-{time.time_ns()}"
+    done = subprocess.run([*command, "--max-examples", "3", "--report-dir",
+                           str(tmp_path / "a")], env={**env, TAG_VARIABLE: tag},
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    assert gone(tag) == []
+
+    tag = f"test-kill-{os.getpid()}-{time.time_ns()}"
+    judge = subprocess.Popen([*command, "--max-examples", "1000", "--report-dir",
+                              str(tmp_path / "b")], env={**env, TAG_VARIABLE: tag},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(tagged_processes(tag)) < 5 and time.monotonic() < deadline:
+            time.sleep(0.2)  # the host, the supervisor, the master and two clients
+        assert len(tagged_processes(tag)) >= 5, "the run never started its cluster"
+    finally:
+        judge.send_signal(signal.SIGKILL)
+        judge.wait()
+    assert gone(tag) == []
+
+
+def test_the_mooncake_native_reproducer_shows_each_divergence() -> None:
+    """docs/tools/mooncake_reproduce.py: Mooncake's API alone, its own namespace."""
+    done = subprocess.run([sys.executable, str(ROOT / "docs/tools/mooncake_reproduce.py")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr[-2000:]
+    verdicts = [line.split("  ", 1) for line in done.stdout.splitlines()
+                if line.startswith(("same", "DIVERGES"))]
+    assert verdicts == [
+        ["same", "lookup of a key being stored (strict profile)"],
+        ["DIVERGES", "lookup of a key being stored, through is_exist"],
+        ["DIVERGES", "a store on a full tier with an unread READY block"],
+        ["DIVERGES", "READY blocks when no call is made (the tier is 100 % full)"],
+        ["DIVERGES", "a reset while a store is in flight, then lookup"],
+        ["DIVERGES", "after a lookup, is the block still free to go (lookup changes nothing)"],
+    ]
+
+
+def test_the_adapter_records_the_mooncake_calls_it_made() -> None:
+    from kvoffload.conformance.config import CheckConfig
+    from kvoffload.conformance.targets import prepare
+
+    adapter: Any = prepare(TARGET, CheckConfig(capacity=2)).make_adapter(2)
+    tier = f"t{adapter.tier}/"
+    adapter.engine_calls.clear()
+    assert adapter.prepare_store(["a", "a", "b"]).keys == ("a", "b")
+    adapter.complete_store(["a"], True, None)
+    assert adapter.engine_calls == [
+        f"writer.put_start({[tier + 'a', tier + 'b']!r},)",
+        "admin./get_all_keys",
+        f"writer.put_end({[tier + 'a']!r},)",
+    ]
