@@ -18,6 +18,7 @@ from kvoffload.conformance import UsageError, check, lmcache_loader, pytest_plug
 from kvoffload.conformance.check_command import add_check_arguments
 from kvoffload.conformance.cli import main
 from kvoffload.conformance.config import CheckConfig, Level, Profile
+from kvoffload.conformance.corpus_command import REPLAY_OPTIONS
 from kvoffload.conformance.isolation import IN_PROCESS
 from kvoffload.conformance.lockstep import Lockstep
 from kvoffload.conformance.options import (
@@ -31,7 +32,6 @@ from kvoffload.conformance.options import (
     FrontEnd,
     Kind,
     Option,
-    add_arguments,
     options_markdown,
     options_of,
     parse_options,
@@ -313,16 +313,34 @@ def test_max_keys_per_call_reaches_checks_run(monkeypatch: pytest.MonkeyPatch) -
     assert max(len(c.keys) for c in keyed) == 1
 
 
-def test_another_command_takes_some_options_from_the_table() -> None:
-    """How a command with a few of the same options (corpus replay) declares them."""
-    parser = argparse.ArgumentParser()
-    names = ("profile", "max_keys_per_call")
-    add_arguments(parser.add_argument, FrontEnd.CLI, names)
-    args = parser.parse_args(["--max-keys-per-call", "1"])
-    values = parse_options(vars(args), FrontEnd.CLI, names)
-    assert values == {"profile": "strict", "max_keys_per_call": 1}
-    with pytest.raises(UsageError, match="--profile must be one of strict, safe"):
-        parse_options(vars(parser.parse_args(["--profile", "x"])), FrontEnd.CLI, names)
+def _replay_cases() -> list[object]:
+    return [pytest.param(name, value, id=f"{name}={value!r}")
+            for name in REPLAY_OPTIONS for value in bad_values(BY_NAME[name])]
+
+
+@pytest.mark.parametrize(("name", "value"), _replay_cases())
+def test_corpus_replay_judges_its_options_by_the_table(
+    name: str, value: object, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``kvoffload corpus replay`` takes some of check's options: declared and judged by
+    the same table, a bad value is a usage error (exit 2) before any case is read."""
+    flag = BY_NAME[name].flag(FrontEnd.CLI)
+    argv = ["corpus", "replay", str(tmp_path / "no-corpus"), REFERENCE,
+            f"--report-dir={tmp_path / 'report'}", f"{flag}={resolve(value, tmp_path)}"]
+    try:
+        status = main(argv)
+    except SystemExit as exit_:  # argparse's own refusals (--in-process=yes)
+        status = exit_.code  # type: ignore[assignment]  # argparse exits with an int
+    assert status == 2
+    err = capsys.readouterr().err
+    assert flag in err
+    assert "cannot read the corpus" not in err
+    assert not (tmp_path / "report" / "report.json").exists()
+
+
+def test_corpus_replay_takes_no_budget_option() -> None:
+    assert set(REPLAY_OPTIONS) <= {o.name for o in options_of(FrontEnd.CLI)}
+    assert not {"max_examples", "steps", "capacity", "seed"} & set(REPLAY_OPTIONS)
 
 
 @pytest.mark.parametrize("front_end", list(FrontEnd))

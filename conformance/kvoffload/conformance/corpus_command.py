@@ -14,11 +14,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from .check_command import check_writable, exit_status
-from .config import ADAPTERS, CheckConfig, Level, Profile
+from .check_command import exit_status
+from .config import CheckConfig
 from .corpus_replay import ReplayResult, replay_corpus
 from .errors import EXIT_CONFORMS, EXIT_FAILS, EXIT_INTERRUPTED, EXIT_USAGE, UsageError
+from .options import FrontEnd, add_arguments, parse_options
 from .targets import DEFAULT_TARGET, absolute_target
+
+REPLAY_OPTIONS = ("adapter", "profile", "policy", "level", "assume", "max_keys_per_call",
+                  "call_timeout", "report_dir", "in_process")
+"""The options of ``kvoffload check`` that ``corpus replay`` takes, declared and judged by
+the one table (:mod:`.options`): the budget options do not apply (the corpus is the
+budget)."""
 
 
 def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,19 +39,7 @@ def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
                             "kvoffload check judges (the spec is the oracle)")
     replay.add_argument("directory", type=Path)
     replay.add_argument("target", nargs="?", default=DEFAULT_TARGET)
-    replay.add_argument("--adapter", choices=ADAPTERS, default="auto")
-    replay.add_argument("--profile", choices=[p.value for p in Profile], default="strict")
-    replay.add_argument("--policy", choices=["lru", "arc"], default="lru")
-    replay.add_argument("--level", choices=[lv.value for lv in Level], default="any")
-    replay.add_argument("--assume", action="append", default=[], metavar="NAME")
-    replay.add_argument("--max-keys-per-call", default=None, metavar="N")
-    replay.add_argument("--call-timeout", default=None, metavar="SECONDS")
-    replay.add_argument("--report-dir", type=Path, default=Path("kvoffload-report"),
-                        help="where report.json and reproducers go (default: "
-                             "./kvoffload-report)")
-    replay.add_argument("--in-process", action="store_true",
-                        help="run the target in this process (trusted targets only); "
-                             "default: a host process of its own, as kvoffload check")
+    add_arguments(replay.add_argument, FrontEnd.CLI, REPLAY_OPTIONS)
     replay.add_argument("--show", type=int, default=10, help="failed cases to list "
                         "(default 10; report.json lists them all)")
 
@@ -55,17 +50,15 @@ def run_corpus_command(args: argparse.Namespace) -> int:
     from .guard import stop_on_sigint
 
     try:
-        config = CheckConfig.from_options(
-            profile=args.profile, policy=args.policy, level=args.level, assume=args.assume,
-            adapter=args.adapter, max_keys_per_call=args.max_keys_per_call,
-            call_timeout=args.call_timeout)
-        check_writable(args.report_dir, None)
+        values = parse_options({name: getattr(args, name) for name in REPLAY_OPTIONS},
+                               FrontEnd.CLI, REPLAY_OPTIONS)
+        config = CheckConfig.from_values(values)
         target = absolute_target(args.target)
         with stop_on_sigint():
             print(f"kvoffload corpus: replaying {args.directory} against {target}",
                   file=sys.stderr, flush=True)
             replayed = replay_corpus(target, config, args.directory,
-                                     in_process=True if args.in_process else None)
+                                     in_process=True if values["in_process"] else None)
     except UsageError as error:
         print(f"kvoffload corpus: error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -76,7 +69,7 @@ def run_corpus_command(args: argparse.Namespace) -> int:
         print("kvoffload corpus: interrupted (a second Ctrl-C): no report written",
               file=sys.stderr)
         return EXIT_INTERRUPTED
-    return _report(replayed, args.report_dir, args.show)
+    return _report(replayed, values["report_dir"], args.show)
 
 
 def _write(args: argparse.Namespace) -> int:
