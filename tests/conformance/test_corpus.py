@@ -146,9 +146,14 @@ ENGINES_PAGE = Path(__file__).parents[2] / "docs" / "engines.md"
 
 
 def _failure_rows() -> list[str]:
-    """The rows of docs/engines.md's failures tables (one per listed counterexample)."""
+    """The rows of docs/engines.md's generated failures tables (one per counterexample
+    of engines_data.json). Mooncake's section is written by hand and is not in the
+    corpus: its traces depend on the master's background eviction, whose timing no
+    corpus case can fix (docs/engines.md says so)."""
     rows, inside = [], False
     for line in ENGINES_PAGE.read_text(encoding="utf-8").splitlines():
+        if line.startswith("## Mooncake"):
+            break
         if line.startswith("| run | property | shrunk trace |"):
             inside = True
         elif inside and line.startswith("| ") and not line.startswith("| ---"):
