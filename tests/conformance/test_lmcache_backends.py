@@ -7,6 +7,7 @@ LMCache these tests skip; under CI (CI=true) they fail instead.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -151,9 +152,17 @@ def check_cpu_replay(corpus: Any) -> None:
         profile=Profile.SAFE, assume=CPU_FIT, max_keys_per_call=1, level=Level.EXACT), corpus,
         in_process=True).outcome
     # the hand-written read-refresh case and the page's --level exact counterexample
-    assert [f.case for f in exact.failed] == [
-        "engines-lmcache-cpu-read-refreshes-lru",
-        "engines-lmcache-0.5.6-cpu-safe-exact-eviction-choice"]
+    named = ["engines-lmcache-cpu-read-refreshes-lru",
+             "engines-lmcache-0.5.6-cpu-safe-exact-eviction-choice"]
+    assert [f.case for f in exact.failed][:2] == named
+    # Any other failure is the same divergence met by a TINY trace (the drain stores
+    # one key per call, so a key read last can be the one LRU must keep): the spec's
+    # LRU counts a load as a use, LMCache's get_blocking does not.
+    for failure in exact.failed[2:]:
+        assert failure.case.startswith("tiny-"), failure
+        assert failure.violation.prop == "eviction-choice", failure
+        steps = json.loads((corpus / "cases" / f"{failure.case}.json").read_text())["steps"]
+        assert any(step["call"]["op"] == "prepare_load" for step in steps), failure
 
 
 def check_disk_replay(corpus: Any) -> None:
