@@ -7,6 +7,7 @@ package; ``python -m pytest`` already has the root on the path, plain ``pytest``
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -25,10 +26,22 @@ from proofs.modelcheck.explorer import Result, explore  # noqa: E402 - after the
 RunCheck = Callable[..., Result]
 
 
+EXPLORATIONS: Counter[tuple[str, str, bool]] = Counter()
+"""How many times each (check, preset, alone) was explored this session: at most once."""
+
+
 @cache
-def _run_check(name: str, preset: str = "tiny", alone: bool = False) -> Result:
+def _explore_once(name: str, preset: str, alone: bool) -> Result:
+    EXPLORATIONS[name, preset, alone] += 1
     check = CHECKS_BY_NAME[name]
     return explore((laws_only(check) if alone else check).setup, PRESETS[preset])
+
+
+def _run_check(name: str, preset: str = "tiny", alone: bool = False) -> Result:
+    # One cache key per exploration however the call is spelt: functools.cache keys on
+    # the arguments as passed, so run_check(n) and run_check(n, "tiny", False) would
+    # each explore the check (every TINY check was explored twice that way).
+    return _explore_once(name, preset, alone)
 
 
 @pytest.fixture(scope="session")
@@ -37,6 +50,12 @@ def run_check() -> RunCheck:
     and mode (``alone``: the laws alone, ``--laws-only``) per test session, shared by the
     tests that read its result."""
     return _run_check
+
+
+@pytest.fixture(scope="session")
+def explorations() -> Counter[tuple[str, str, bool]]:
+    """The explorations ``run_check`` made this session, by (check, preset, alone)."""
+    return EXPLORATIONS
 
 
 _RUMUR_CHECK = rumur.check
