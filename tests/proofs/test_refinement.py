@@ -19,6 +19,8 @@ from kvoffload.spec import (
 )
 
 SMALLER = Bounds("smaller", capacity=1, keys=("a", "b"), resets=1, readers=1, width=2)
+ONE_KEY = Bounds("one-key", capacity=1, keys=("a",), resets=1, readers=1, width=1)
+"""vLLM's form at one key: 154 states, where SMALLER has 3,370 (about 10 s of CPU)."""
 
 
 class _StoringIsMiss(OffloadManager):
@@ -77,7 +79,9 @@ def test_a_planted_lookup_bug_is_found_with_a_short_trace() -> None:
 
 
 def test_a_planted_missing_error_is_found() -> None:
-    result = refine(SMALLER, Policy.LRU, Form.VLLM, _factory(_SwallowsUnmatched))
+    """The divergence is at the first call, so one key shows it; the exploration before
+    the comparison is what costs (SMALLER's 3,370 states found the same trace)."""
+    result = refine(ONE_KEY, Policy.LRU, Form.VLLM, _factory(_SwallowsUnmatched))
     assert result.divergence is not None
     assert [str(a) for a in result.divergence.trace] == ["complete_load(['a'])"]
     assert "UnmatchedCompleteLoad" in result.divergence.problem
