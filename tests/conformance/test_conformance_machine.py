@@ -26,7 +26,10 @@ BUDGET = {"max_examples": 30, "steps": 60, "seed": 7}
 
 @pytest.fixture
 def seen(monkeypatch: pytest.MonkeyPatch) -> list[tuple[CacheState, Call]]:
-    """Every call the machine makes, with the spec's state just before it."""
+    """Every call the machine makes, with the spec's state just before it. The target
+    runs in process: the judge's calls are the subject, not the host (a host costs a
+    Python start per run)."""
+    monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
     calls: list[tuple[CacheState, Call]] = []
     step = Lockstep.step
 
