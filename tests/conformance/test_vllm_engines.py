@@ -32,6 +32,16 @@ def vllm_config(profile: Profile = Profile.STRICT, dropped: str | None = None,
     return CheckConfig(profile=profile, assume=assume, seed=1, **budget)  # type: ignore[arg-type]  # BUDGET: int fields only
 
 
+@pytest.fixture
+def in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The release is checked in this process: the verdict is the subject, not the host,
+    and this process loads the releases anyway (the replays below); a host costs a
+    Python start and a vLLM and torch import per run. Per test, never session-wide:
+    the host boundary has tests of its own."""
+    monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
+
+
+@pytest.mark.usefixtures("in_process")
 def test_vllm_0_20_2_fails_lookup_within_three_calls(pytestconfig: pytest.Config) -> None:
     target = vllm_target(pytestconfig, "0.20.2")
     # Only the first failure is asserted: the run stops there rather than spending the
@@ -44,6 +54,7 @@ def test_vllm_0_20_2_fails_lookup_within_three_calls(pytestconfig: pytest.Config
     assert result.violation.rows[1] == ("answer", "PENDING", "MISS")
 
 
+@pytest.mark.usefixtures("in_process")
 def test_vllm_0_21_0_conforms_under_its_assumptions(pytestconfig: pytest.Config) -> None:
     target = vllm_target(pytestconfig, "0.21.0")
     result = run_check(target, vllm_config(max_examples=80))
