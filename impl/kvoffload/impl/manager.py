@@ -115,7 +115,8 @@ class OffloadManager:
     """
 
     __slots__ = ("_capacity", "_epoch", "_evictable", "_eviction", "_free", "_fresh",
-                 "_load_orphans", "_log", "_more_loads", "_net_events", "_next_ticket", "_policy",
+                 "_load_orphans", "_log", "_more_loads", "_net_events", "_new_set", "_next_ticket",
+                 "_policy",
                  "_readers", "_ready", "_removed", "_slot_jobs", "_store_orphans", "_stored",
                  "_storing")
 
@@ -156,10 +157,16 @@ class OffloadManager:
         self._removed: set[Key] = set()
         """Keys the last ``take_events`` reported READY (or stored) that no longer are
         (log folded)."""
-        self._log: list[tuple[bool, tuple[Key, ...]]] | None = [] if net_events else None
+        self._log: list[tuple[bool, Collection[Key]]] | None = [] if net_events else None
         """Changes of the READY set not yet folded into ``_stored`` / ``_removed``, in
-        order: ``(True, keys)`` became READY, ``(False, keys)`` left it. None with
-        ``net_events=False``: nothing is recorded and ``take_events`` reports nothing."""
+        order: ``(True, keys)`` became READY, ``(False, keys)`` left it (keys: a tuple,
+        or a frozenset of distinct keys). None with ``net_events=False``: nothing is
+        recorded and ``take_events`` reports nothing."""
+        self._new_set: tuple[tuple[Key, ...], frozenset[Key]] = ((), _NONE)
+        """The last all-new ``prepare_store``'s keys (the plan's tuple itself) and the
+        frozenset its check for repeats built: when that tuple comes back whole in
+        ``complete_store``, the log takes the set, and ``take_events`` reports it as it
+        is instead of building it again (a memo of one value, never stale)."""
         self._net_events = net_events
 
     @property
@@ -421,8 +428,14 @@ class OffloadManager:
         if len(keys) == 1:
             key = keys[0]
             new = () if key in ready or key in storing else (key,)
-        elif ready.keys().isdisjoint(keys) and storing.keys().isdisjoint(keys):  # all new
-            new = tuple(keys) if len(set(keys)) == len(keys) else _distinct(keys)
+        elif ready.keys().isdisjoint(keys) and (  # all new (no store in flight: no walk)
+                not storing or storing.keys().isdisjoint(keys)):
+            as_set = frozenset(keys)
+            if len(as_set) == len(keys):  # none twice: the usual call
+                new = tuple(keys)
+                self._new_set = (new, as_set)
+            else:
+                new = _distinct(keys)
         else:
             new = tuple(dict.fromkeys([k for k in keys if k not in ready and k not in storing]))
         ticket = self._next_ticket
@@ -520,8 +533,9 @@ class OffloadManager:
                         ready[key] = slot  # type: ignore[assignment]  # None ruled out above
                         evictable[key] = None
                     log = self._log
-                    if log is not None:
-                        log.append((True, done))
+                    if log is not None:  # the plan's own tuple: its set is built already
+                        plan, as_set = self._new_set
+                        log.append((True, as_set if done is plan else done))
                     return completion(done, (), ())
                 for key, slot in zip(keys, slots):  # noqa: B905  # same length; put back, sorted out below
                     if slot is not None:
@@ -765,7 +779,7 @@ class OffloadManager:
         self._order.check({**storing, **ready}, evictable)
 
 
-def _fold(log: Iterable[tuple[bool, tuple[Key, ...]]], stored: set[Key], removed: set[Key]
+def _fold(log: Iterable[tuple[bool, Collection[Key]]], stored: set[Key], removed: set[Key]
           ) -> None:
     """Apply logged changes of the READY set, in order, to a net change (``stored``,
     ``removed``)."""
