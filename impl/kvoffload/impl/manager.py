@@ -162,11 +162,14 @@ class OffloadManager:
         order: ``(True, keys)`` became READY, ``(False, keys)`` left it (keys: a tuple,
         or a frozenset of distinct keys). None with ``net_events=False``: nothing is
         recorded and ``take_events`` reports nothing."""
-        self._new_set: tuple[tuple[Key, ...], frozenset[Key]] = ((), _NONE)
-        """The last all-new ``prepare_store``'s keys (the plan's tuple itself) and the
-        frozenset its check for repeats built: when that tuple comes back whole in
-        ``complete_store``, the log takes the set, and ``take_events`` reports it as it
-        is instead of building it again (a memo of one value, never stale)."""
+        self._new_set: tuple[tuple[Key, ...], frozenset[Key], tuple[Key, ...]] = (
+            (), _NONE, ())
+        """The last accepted all-new ``prepare_store``'s keys (the plan's tuple itself),
+        the frozenset its check for repeats built, and its victims (the tuple it
+        logged): when that tuple comes back whole in ``complete_store``, the log takes
+        the set, and ``take_events`` reports it as it is instead of building it again;
+        a log of exactly those victims then that set needs no disjointness check (a
+        memo of one call, never stale: each is a fact about objects it holds)."""
         self._net_events = net_events
 
     @property
@@ -425,16 +428,17 @@ class OffloadManager:
             self._fold_events()
         ready, storing = self._ready, self._storing
         new: tuple[Key, ...]
+        new_set: frozenset[Key] | None = None
         if len(keys) == 1:
             key = keys[0]
             new = () if key in ready or key in storing else (key,)
         elif ready.keys().isdisjoint(keys) and (  # all new (no store in flight: no walk)
                 not storing or storing.keys().isdisjoint(keys)):
-            as_set = frozenset(keys)
-            if len(as_set) == len(keys):  # none twice: the usual call
+            new_set = frozenset(keys)
+            if len(new_set) == len(keys):  # none twice: the usual call
                 new = tuple(keys)
-                self._new_set = (new, as_set)
             else:
+                new_set = None
                 new = _distinct(keys)
         else:
             new = tuple(dict.fromkeys([k for k in keys if k not in ready and k not in storing]))
@@ -466,6 +470,8 @@ class OffloadManager:
             free_list.extend(map(ready.pop, victims))
             if log is not None:
                 log.append((False, victims))
+        if new_set is not None:
+            self._new_set = (new, new_set, tuple(victims))  # the same tuple, as logged
         self._next_ticket = ticket + 1
         # Slots as vLLM hands them out: never-used ones in order, then the free list, LIFO.
         slots: tuple[int, ...]
@@ -534,7 +540,7 @@ class OffloadManager:
                         evictable[key] = None
                     log = self._log
                     if log is not None:  # the plan's own tuple: its set is built already
-                        plan, as_set = self._new_set
+                        plan, as_set, _ = self._new_set
                         log.append((True, as_set if done is plan else done))
                     return completion(done, (), ())
                 for key, slot in zip(keys, slots):  # noqa: B905  # same length; put back, sorted out below
@@ -645,6 +651,10 @@ class OffloadManager:
             # (left and came back, or the reverse) needs the fold below.
             if len(log) == 2 and log[0][0] is not log[1][0]:  # a scheduler step's usual log:
                 (first_ready, first), (_, second) = log     # evictions and completed stores
+                _, plan_set, evicted = self._new_set
+                if second is plan_set and first is evicted:  # one store: disjoint, distinct
+                    log.clear()
+                    return events(plan_set, frozenset(evicted))
                 one, other = frozenset(first), frozenset(second)
                 if (len(one) == len(first) and len(other) == len(second)
                         and one.isdisjoint(other)):
