@@ -348,6 +348,42 @@ def test_a_block_that_comes_and_goes_between_drains_is_no_news() -> None:
     assert manager.take_events() == Events(stored=frozenset("c"), removed=frozenset("a"))
 
 
+def test_a_plans_own_keys_given_back_report_the_same_events_as_a_copy() -> None:
+    # complete_store given the store plan's own tuple logs the key set prepare_store
+    # built for it; every path of take_events (one entry, two, the general one, the
+    # fold of a reset) must report what the same calls with a copy of the keys do.
+    own, copy = OffloadManager(4), OffloadManager(4)
+
+    def store(keys: tuple[str, ...]) -> None:
+        plans = own.prepare_store(keys), copy.prepare_store(keys)
+        assert plans[0] == plans[1]
+        if isinstance(plans[0], StorePlan) and isinstance(plans[1], StorePlan):
+            own.complete_store(plans[0].keys)
+            copy.complete_store(list(plans[1].keys))
+
+    def drained() -> Events:
+        assert own.view() == copy.view()
+        events = own.take_events()
+        assert events == copy.take_events()
+        return events
+
+    store(("a", "b"))  # one log entry
+    assert drained() == Events(stored=frozenset("ab"))
+    store(("c", "d", "e"))  # evicts a: two entries
+    assert drained() == Events(stored=frozenset("cde"), removed=frozenset("a"))
+    store(("a", "f"))  # evicts b, c
+    store(("g", "h"))  # evicts d, e: four entries, the general path
+    assert drained() == Events(stored=frozenset("afgh"), removed=frozenset("bcde"))
+    store(("b", "c"))  # evicts a, f ...
+    store(("a", "f"))  # ... which come back: no news of them
+    assert drained() == Events(stored=frozenset("bc"), removed=frozenset("gh"))
+    store(("x", "y"))
+    own.reset_cache()  # folds the log, sets and all
+    copy.reset_cache()
+    assert drained() == Events(removed=frozenset("afbc"))
+    own.check()
+
+
 def test_events_stay_right_and_bounded_when_nobody_drains_them() -> None:
     manager = OffloadManager(4)
     for n in range(1_000):

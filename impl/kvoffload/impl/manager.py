@@ -115,7 +115,8 @@ class OffloadManager:
     """
 
     __slots__ = ("_capacity", "_epoch", "_evictable", "_eviction", "_free", "_fresh",
-                 "_load_orphans", "_log", "_more_loads", "_net_events", "_next_ticket", "_policy",
+                 "_load_orphans", "_log", "_more_loads", "_net_events", "_new_set", "_next_ticket",
+                 "_policy",
                  "_readers", "_ready", "_removed", "_slot_jobs", "_store_orphans", "_stored",
                  "_storing")
 
@@ -156,10 +157,19 @@ class OffloadManager:
         self._removed: set[Key] = set()
         """Keys the last ``take_events`` reported READY (or stored) that no longer are
         (log folded)."""
-        self._log: list[tuple[bool, tuple[Key, ...]]] | None = [] if net_events else None
+        self._log: list[tuple[bool, Collection[Key]]] | None = [] if net_events else None
         """Changes of the READY set not yet folded into ``_stored`` / ``_removed``, in
-        order: ``(True, keys)`` became READY, ``(False, keys)`` left it. None with
-        ``net_events=False``: nothing is recorded and ``take_events`` reports nothing."""
+        order: ``(True, keys)`` became READY, ``(False, keys)`` left it (keys: a tuple,
+        or a frozenset of distinct keys). None with ``net_events=False``: nothing is
+        recorded and ``take_events`` reports nothing."""
+        self._new_set: tuple[tuple[Key, ...], frozenset[Key], tuple[Key, ...]] = (
+            (), _NONE, ())
+        """The last accepted all-new ``prepare_store``'s keys (the plan's tuple itself),
+        the frozenset its check for repeats built, and its victims (the tuple it
+        logged): when that tuple comes back whole in ``complete_store``, the log takes
+        the set, and ``take_events`` reports it as it is instead of building it again;
+        a log of exactly those victims then that set needs no disjointness check (a
+        memo of one call, never stale: each is a fact about objects it holds)."""
         self._net_events = net_events
 
     @property
@@ -418,11 +428,18 @@ class OffloadManager:
             self._fold_events()
         ready, storing = self._ready, self._storing
         new: tuple[Key, ...]
+        new_set: frozenset[Key] | None = None
         if len(keys) == 1:
             key = keys[0]
             new = () if key in ready or key in storing else (key,)
-        elif ready.keys().isdisjoint(keys) and storing.keys().isdisjoint(keys):  # all new
-            new = tuple(keys) if len(set(keys)) == len(keys) else _distinct(keys)
+        elif ready.keys().isdisjoint(keys) and (  # all new (no store in flight: no walk)
+                not storing or storing.keys().isdisjoint(keys)):
+            new_set = frozenset(keys)
+            if len(new_set) == len(keys):  # none twice: the usual call
+                new = tuple(keys)
+            else:
+                new_set = None
+                new = _distinct(keys)
         else:
             new = tuple(dict.fromkeys([k for k in keys if k not in ready and k not in storing]))
         ticket = self._next_ticket
@@ -453,6 +470,8 @@ class OffloadManager:
             free_list.extend(map(ready.pop, victims))
             if log is not None:
                 log.append((False, victims))
+        if new_set is not None:
+            self._new_set = (new, new_set, tuple(victims))  # the same tuple, as logged
         self._next_ticket = ticket + 1
         # Slots as vLLM hands them out: never-used ones in order, then the free list, LIFO.
         slots: tuple[int, ...]
@@ -520,8 +539,9 @@ class OffloadManager:
                         ready[key] = slot  # type: ignore[assignment]  # None ruled out above
                         evictable[key] = None
                     log = self._log
-                    if log is not None:
-                        log.append((True, done))
+                    if log is not None:  # the plan's own tuple: its set is built already
+                        plan, as_set, _ = self._new_set
+                        log.append((True, as_set if done is plan else done))
                     return completion(done, (), ())
                 for key, slot in zip(keys, slots):  # noqa: B905  # same length; put back, sorted out below
                     if slot is not None:
@@ -631,6 +651,10 @@ class OffloadManager:
             # (left and came back, or the reverse) needs the fold below.
             if len(log) == 2 and log[0][0] is not log[1][0]:  # a scheduler step's usual log:
                 (first_ready, first), (_, second) = log     # evictions and completed stores
+                _, plan_set, evicted = self._new_set
+                if second is plan_set and first is evicted:  # one store: disjoint, distinct
+                    log.clear()
+                    return events(plan_set, frozenset(evicted))
                 one, other = frozenset(first), frozenset(second)
                 if (len(one) == len(first) and len(other) == len(second)
                         and one.isdisjoint(other)):
@@ -765,7 +789,7 @@ class OffloadManager:
         self._order.check({**storing, **ready}, evictable)
 
 
-def _fold(log: Iterable[tuple[bool, tuple[Key, ...]]], stored: set[Key], removed: set[Key]
+def _fold(log: Iterable[tuple[bool, Collection[Key]]], stored: set[Key], removed: set[Key]
           ) -> None:
     """Apply logged changes of the READY set, in order, to a net change (``stored``,
     ``removed``)."""
