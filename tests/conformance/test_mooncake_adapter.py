@@ -34,4 +34,6 @@ def test_only_lru_and_the_own_adapter_are_accepted(monkeypatch: pytest.MonkeyPat
 def test_the_target_is_a_service_not_an_object_to_import() -> None:
     assert mooncake_adapter.is_mooncake_target("mooncake==0.3.13.post1")
     assert load_object("mooncake==0.3.13.post1") is None
-    assert target_defaults("mooncake==0.3.13.post1") == {}
+    chosen = target_defaults("mooncake==0.3.13.post1")
+    assert list(chosen) == ["eviction"]  # its master evicts in the background (D14)
+    assert chosen["eviction"][0] == "background"

@@ -66,8 +66,11 @@ SUPPORTED = ("0.3.13.post1",)
 """Mooncake releases the adapter was written against."""
 DISTRIBUTIONS = ("mooncake-transfer-engine-non-cuda", "mooncake-transfer-engine")
 """The wheels that install the ``mooncake`` package (the CPU build first)."""
-DEFAULTS: dict[str, tuple[object, str]] = {}
-"""Options a ``mooncake==`` target sets when the user gives none (none yet)."""
+DEFAULTS: dict[str, tuple[object, str]] = {
+    "eviction": ("background", "Mooncake's master evicts READY unleased objects in a thread "
+                 "of its own, between calls (docs/spec.md D14)"),
+}
+"""Options a ``mooncake==`` target sets when the user gives none."""
 
 OK = 0
 NO_SPACE = -200
