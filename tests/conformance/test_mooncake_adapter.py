@@ -7,7 +7,7 @@ import pytest
 from kvoffload.conformance import mooncake_adapter
 from kvoffload.conformance.config import CheckConfig, Policy
 from kvoffload.conformance.errors import TargetLoadError, UsageError
-from kvoffload.conformance.targets import load_object, target_defaults
+from kvoffload.conformance.targets import load_object, prepare, target_defaults
 
 
 def test_another_release_is_refused_before_anything_starts() -> None:
@@ -29,6 +29,19 @@ def test_only_lru_and_the_own_adapter_are_accepted(monkeypatch: pytest.MonkeyPat
     with pytest.raises(UsageError, match="its own adapter"):
         mooncake_adapter.mooncake_factory("mooncake==0.3.13.post1",
                                           CheckConfig(adapter="native"))
+
+
+def test_the_adapter_auto_picked_is_a_valid_configuration(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: the run names the adapter auto picked in its configuration
+    (``adapter='mooncake'``), which the options table refused, so every
+    ``kvoffload check mooncake==...`` exited 2 before it started."""
+    monkeypatch.setattr(mooncake_adapter, "installed_version", lambda: "0.3.13.post1")
+    picked = CheckConfig(adapter="mooncake")
+    name, _, _ = mooncake_adapter.mooncake_factory("mooncake==0.3.13.post1", picked)
+    assert name == "mooncake"
+    with pytest.raises(UsageError, match="mooncake== targets only"):
+        prepare("kvoffload.impl:OffloadManager", picked)
 
 
 def test_the_target_is_a_service_not_an_object_to_import() -> None:

@@ -294,7 +294,7 @@ def mooncake_factory(
 ) -> tuple[str, str, Callable[[int], Adapter]]:
     """(adapter name, why, a function building one tier of a given capacity)."""
     check_version(text)
-    if config.adapter not in ("auto",):
+    if config.adapter not in ("auto", "mooncake"):
         raise UsageError(f"a Mooncake target is driven by its own adapter (--adapter auto), "
                          f"not {config.adapter!r}")
     if config.policy.value != "lru":

@@ -75,9 +75,11 @@ DEFAULT_CALL_TIMEOUT = 10.0
 MAX_SEED = 2**64 - 1
 
 ADAPTERS = ("auto", "native", "vllm-int", "vllm-bool", "vllm-enum", "lmcache-cpu",
-            "lmcache-disk")
+            "lmcache-disk", "mooncake")
 """``vllm-int``: ``lookup(hashes) -> int`` (<= 0.18); ``vllm-bool``: ``lookup(key, ctx) ->
-bool | None`` (0.19-0.24); ``vllm-enum``: ``LookupResult`` (0.25 on)."""
+bool | None`` (0.19-0.24); ``vllm-enum``: ``LookupResult`` (0.25 on); ``mooncake``: a
+``mooncake==`` target's own (what auto picks for it, and what its run's configuration
+then names)."""
 PROFILES = ("strict", "safe")
 """:class:`~.config.Profile`'s values."""
 LEVELS = ("any", "exact")
