@@ -331,6 +331,7 @@ class Lockstep:
         origin = self.state
         ordered = sorted(rest, key=repr)
         sizes = range(len(ordered) + 1) if len(ordered) <= MAX_EXPLAINED else (len(ordered),)
+        left = violation
         for size in sizes:
             for extra in combinations(ordered, size):
                 gone = tuple(sorted(first | frozenset(extra), key=repr))
@@ -342,14 +343,17 @@ class Lockstep:
                 try:
                     output = self._judge(call, answer)
                 except PropertyViolation as again:
-                    violation = again
+                    left = again
                     continue
                 self.evicted.append((len(self.trace) - 1, gone))
                 return output
         self.state = origin
-        violation.message += (f" (even after the background eviction of "
-                              f"{show(tuple(sorted(first | rest, key=repr)))}, blocks the "
-                              "target no longer holds)")
+        shown = f"{show(tuple(sorted(first, key=repr)))} shown gone by the answer" if first \
+            else "none shown gone by the answer"
+        violation.message += (
+            f" (no background eviction explains it: of the blocks the target no longer "
+            f"holds, {shown}, {show(tuple(ordered))} found gone by a lookup after it; "
+            f"after evicting all of them: {left.message})")
         raise violation
 
     def _judge(self, call: Call, answer: TargetAnswer) -> Output | MisuseError:
