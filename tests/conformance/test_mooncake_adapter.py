@@ -50,3 +50,24 @@ def test_the_target_is_a_service_not_an_object_to_import() -> None:
     chosen = target_defaults("mooncake==0.3.13.post1")
     assert list(chosen) == ["eviction"]  # its master evicts in the background (D14)
     assert chosen["eviction"][0] == "background"
+
+
+def test_a_key_the_put_found_present_keeps_its_slot_number() -> None:
+    """Regression (the first run under --eviction background): the put found 'a'
+    present (-705), the master evicted it just after, before the adapter listed the
+    objects; the adapter handed 'a''s number to 'e' in the same call, a slot the spec
+    still held for 'a' (``slots``). A key the call saw present keeps its number."""
+    adapter = mooncake_adapter.MooncakeAdapter.__new__(mooncake_adapter.MooncakeAdapter)
+    adapter.strict, adapter.tier, adapter.engine_calls = True, 1, []
+    adapter.storing, adapter.slot, adapter.reads = set(), {"a": 0}, {}
+    answers = {"put_start": [mooncake_adapter.ALREADY_EXISTS, mooncake_adapter.OK],
+               "": "t1/e\n"}  # the listing: 'a' gone already
+
+    def ask(to: str, op: str, *args: object) -> object:
+        adapter.engine_calls.append(f"{to}.{op}")
+        return answers[op]
+
+    adapter.ask = ask  # type: ignore[method-assign]  # the cluster, answered by hand
+    outcome = adapter.prepare_store(["a", "e", "e"])
+    assert outcome.accepted
+    assert (outcome.keys, outcome.slots) == (("e",), (1,))

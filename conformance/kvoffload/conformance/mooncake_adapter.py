@@ -223,7 +223,12 @@ class MooncakeAdapter:
             if odd:
                 raise MooncakeError(f"batch_put_session_start answered {odd!r}")
             return StoreOutcome(False)
-        held = {self.slot[k] for k in (self._listed() | self.storing) if k in self.slot}
+        present = {k for k, c in zip(distinct, codes, strict=True) if c == ALREADY_EXISTS}
+        # A key this call found present keeps its number even if the master stops
+        # listing it before the listing below (evicted just after the put, in the
+        # background): the call saw it, so the call hands out nothing of its.
+        held = {self.slot[k] for k in (self._listed() | self.storing | present)
+                if k in self.slot}
         free = (n for n in itertools.count() if n not in held)
         slots = []
         for key in opened:
