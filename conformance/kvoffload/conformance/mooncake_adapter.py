@@ -38,10 +38,18 @@ client, another process on the same master, looks up and loads):
   ``--assume no-reset-in-flight``.
 - ``touch``, ``take_events``: Mooncake has neither (not generated).
 
+The kind runs under ``--eviction background`` unless told otherwise (:data:`DEFAULTS`,
+docs/spec.md D14): the master evicts READY unleased objects in a thread of its own, so
+the judge takes an object gone between calls as the spec's ``evict_in_background``. A
+lease is the spec's pin; one that ends by time before ``complete_load`` would break the
+scheduler's obligation ``loads-within-lease`` (D14).
+
 What is the adapter's own: slots. An object's replica address is known only once it is
 readable, and the spec wants a slot at ``prepare_store``: the adapter numbers the
 objects the master lists (``/get_all_keys`` on its admin server) or is writing for this
-adapter, lowest free number first, as it numbers LMCache's disk chunks. And the bytes:
+adapter, lowest free number first, as it numbers LMCache's disk chunks; a key the
+put call itself found present keeps its number, even if the master stopped listing it
+just after. And the bytes:
 a put session transfers nothing (it is the reservation and commit around a client's
 own transfer); the adapter writes none, so a load reads back what the segment held.
 """
