@@ -323,7 +323,8 @@ class Lockstep:
         """Judge ``call`` again after the fewest background evictions of blocks the
         target no longer holds that make its answer the spec's (those the answer shows
         gone first, then as few as possible of those a lookup finds gone, which may have
-        gone just after the call); raise the last divergence if none does."""
+        gone just after the call); if none does, raise the divergence seen first, naming
+        the blocks tried and what was left after evicting them all."""
         first, rest = self._gone(call, answer)
         if not first and not rest:
             violation.message += self._pinned_note(call, answer)
