@@ -74,10 +74,11 @@ def _union(lists: Sequence[Sequence[T]]) -> tuple[T, ...]:
 
 def alphabet(keys: Sequence[Hashable], key_lists: Sequence[tuple[Hashable, ...]],
              tickets: Sequence[int]) -> tuple[Call, ...]:
-    """Every call of the API on these keys, key lists and tickets (None: vLLM's form)."""
+    """Every call of the API on these keys, key lists and tickets (None: vLLM's form),
+    and the environment's background eviction (D14) of each key list."""
     lists = [k for k in key_lists if k]
     found: list[Call] = [Call(Op.LOOKUP, (key,)) for key in keys]
-    for op in (Op.PREPARE_STORE, Op.PREPARE_LOAD, Op.TOUCH):
+    for op in (Op.PREPARE_STORE, Op.PREPARE_LOAD, Op.TOUCH, Op.EVICT_IN_BACKGROUND):
         found += [Call(op, k) for k in lists]
     for ticket in (None, *tickets):
         found += [Call(Op.COMPLETE_LOAD, k, ticket=ticket) for k in lists]

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvoffload.spec import NO_RESET_IN_FLIGHT, NO_STALE_COMPLETIONS, Assumption, Op, Policy
+from kvoffload.spec import (
+    NO_RESET_IN_FLIGHT,
+    NO_STALE_COMPLETIONS,
+    Assumption,
+    Eviction,
+    Op,
+    Policy,
+)
 
 from .explorer import Setup
 from .model import SPEC
@@ -64,6 +71,14 @@ CHECKS: tuple[Check, ...] = (
     Check("spec-arc", f"spec, ARC, ticket completions, duplicate and late ones included, "
           f"no assumption: {_SAFETY_NOTE}, liveness",
           Setup(SPEC, Form.TICKET, Policy.ARC), "holds"),
+    Check("spec-lru+background-eviction", f"spec, LRU, ticket completions, the opt-in "
+          f"background eviction (D14: the tier may evict any READY block with no readers "
+          f"between calls), no assumption: {_SAFETY_NOTE}, liveness",
+          Setup(SPEC, Form.TICKET, Policy.LRU, eviction=Eviction.BACKGROUND), "holds",
+          ("tiny", "small")),
+    Check("spec-arc+background-eviction", f"spec, ARC, ticket completions, the opt-in "
+          f"background eviction (D14), no assumption: {_SAFETY_NOTE}, liveness",
+          Setup(SPEC, Form.TICKET, Policy.ARC, eviction=Eviction.BACKGROUND), "holds"),
     Check("spec-vllm-form", "spec, vLLM completions (no job identity), no assumption: "
           "a completion that is not its running job's (a duplicate, a late or pre-reset "
           "report) lands on the key's running job",
@@ -113,6 +128,7 @@ CHECKS_BY_NAME: dict[str, Check] = {c.name: c for c in CHECKS}
 
 LAWS_ROWS: tuple[tuple[str, str], ...] = (
     ("spec-lru", "tiny"), ("spec-lru", "small"), ("spec-arc", "tiny"),
+    ("spec-lru+background-eviction", "tiny"), ("spec-arc+background-eviction", "tiny"),
     ("spec-vllm-form+no-stale-completions", "tiny"),
     *((f"mutant:{m.name}", "tiny") for m in MUTANTS),
 )
@@ -120,9 +136,16 @@ LAWS_ROWS: tuple[tuple[str, str], ...] = (
 preset: the spec's rows show that the transitions satisfy every law on every reachable
 call (the two statements agree), the mutant rows that the laws alone catch each mutant."""
 
-SLOW_LAWS_ROWS = frozenset({"spec-arc", "spec-vllm-form+no-stale-completions"})
+SLOW_LAWS_ROWS = frozenset({"spec-arc", "spec-vllm-form+no-stale-completions",
+                            "spec-arc+background-eviction"})
 """The TINY laws-alone rows that take more than a few seconds: the slow test tier reruns
 them (each explores thousands of states with the 33 laws on every call)."""
+
+
+SLOW_TINY_ROWS = frozenset({"spec-arc+background-eviction"})
+"""TINY checks whose rows (with the comparison and with the laws alone) take half a
+minute or more: the slow tier reruns them. ``spec-lru+background-eviction`` (under a
+second) stays in the default tier."""
 
 
 def laws_only(check: Check) -> Check:

@@ -105,16 +105,20 @@ def run_check(check: Check, bounds: Bounds, quiet: bool = False, alone: bool = F
 
 
 def run_rumur(bounds: Bounds, mutation: str | None = None, symmetry: str = "exhaustive",
-              threads: int = 1) -> Outcome:
-    """The Murphi model under rumur; compared with the Python check of the same model."""
-    result = rumur.check(bounds, symmetry=symmetry, threads=threads, mutation=mutation)
-    ours = CHECKS_BY_NAME[RUMUR_MUTATIONS[mutation] if mutation else "spec-lru"]
+              threads: int = 1, background: bool = False) -> Outcome:
+    """The Murphi model under rumur; compared with the Python check of the same model
+    (``background``: with the opt-in background eviction, as ``spec-lru+background-eviction``)."""
+    result = rumur.check(bounds, symmetry=symmetry, threads=threads, mutation=mutation,
+                         background=background)
+    plain = "spec-lru+background-eviction" if background else "spec-lru"
+    ours = CHECKS_BY_NAME[RUMUR_MUTATIONS[mutation] if mutation else plain]
     rules = rumur.trace_rules(result.output)
     name = result.error.split('"')[1] if '"' in result.error else result.error
     n = len(rules)
     text = "holds" if result.verdict == "holds" else (
         f"violated: {name} ({n} rule{'' if n == 1 else 's'})")
-    print(f"rumur [{bounds.name.upper()}{', ' + mutation if mutation else ''}]: "
+    print(f"rumur [{bounds.name.upper()}{', ' + mutation if mutation else ''}"
+          f"{', background eviction' if background else ''}]: "
           f"{result.verdict} - {result.states} states, {result.rules_fired} rules fired, "
           f"{result.seconds:.1f} s (generate {result.generate_seconds:.1f} s, compile "
           f"{result.compile_seconds:.1f} s, run {result.run_seconds:.1f} s)", flush=True)
@@ -122,9 +126,13 @@ def run_rumur(bounds: Bounds, mutation: str | None = None, symmetry: str = "exha
         print("    " + "\n    ".join(f"{i}. {r}" for i, r in enumerate(rules, 1)))
     about = ("the spec-lru model (ticket completions) written in Murphi: the spec's "
              "invariants, liveness (some state with no copy in flight stays reachable)")
+    if background:
+        about = ("the spec-lru model written in Murphi with the opt-in background eviction "
+                 "(as spec-lru+background-eviction): the spec's invariants, liveness")
     if mutation:
         about = f"the Murphi model with mutant {mutation} (as {ours.name})"
     command = f"python proofs/check.py --rumur --preset {bounds.name}"
+    command += " --background-eviction" if background else ""
     command += f" --mutation {mutation}" if mutation else ""
     row = table.Row(about, f"rumur {rumur.version().split()[-1]} (symmetry {symmetry}, "
                     f"{threads} thread)", bounds.name.upper(), "exhaustive", text,
@@ -221,6 +229,7 @@ def every_command() -> list[str]:
                 for preset in PRESETS.values() for c in CHECKS if preset.name in c.presets]
     commands += [check_command(c, preset, alone=True) for c, preset in _laws_rows()]
     commands += [f"python proofs/check.py --rumur --preset {p}" for p in PRESETS]
+    commands.append("python proofs/check.py --rumur --preset tiny --background-eviction")
     commands.append("python proofs/check.py --rumur --preset tiny --mutation TouchQueuesStoring")
     commands += [f"python proofs/check.py --refinement {n} --preset tiny" for n in REFINEMENTS]
     commands.append("python proofs/check.py --crosshair")
@@ -259,6 +268,7 @@ def every_row(quiet: bool, long_rows: bool = True) -> list[Outcome]:
     outcomes += [run_check(c, preset, quiet, alone=True) for c, preset in _laws_rows()]
     for preset in PRESETS.values():
         outcomes.append(run_rumur(preset))
+    outcomes.append(run_rumur(PRESETS["tiny"], background=True))
     outcomes.append(run_rumur(PRESETS["tiny"], "TouchQueuesStoring"))
     outcomes += [run_refinement(name, PRESETS["tiny"]) for name in REFINEMENTS
                  if long_rows or name == "lru-ticket"]
@@ -281,6 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the checks")
     parser.add_argument("--rumur", action="store_true", help="run the Murphi model")
     parser.add_argument("--mutation", choices=sorted(RUMUR_MUTATIONS))
+    parser.add_argument("--background-eviction", action="store_true",
+                        help="with --rumur: the Murphi model with the opt-in background "
+                             "eviction (docs/spec.md D14)")
     parser.add_argument("--symmetry", default="exhaustive",
                         choices=("exhaustive", "heuristic", "off"))
     parser.add_argument("--threads", type=int, default=1)
@@ -318,7 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.checks:
         outcomes = every_row(args.quiet, long_rows=False)
     elif args.rumur:
-        outcomes.append(run_rumur(bounds, args.mutation, args.symmetry, args.threads))
+        outcomes.append(run_rumur(bounds, args.mutation, args.symmetry, args.threads,
+                                  args.background_eviction))
     elif args.refinement:
         names = list(REFINEMENTS) if args.refinement == "all" else [args.refinement]
         outcomes += [run_refinement(name, bounds) for name in names]

@@ -2,7 +2,8 @@
 
 In any node the environment may look keys up, touch, prepare stores and loads, complete
 any outstanding job (success or failure for stores; a lone key may be named twice),
-take events, reset (within the bound), and make mistakes: calls that break a
+take events, reset (within the bound), under the opt-in background-eviction setting let
+the tier evict a key on its own (D14), and make mistakes: calls that break a
 precondition, and completions of a job that is not running (a duplicate or late report
 of a finished job, one never issued) for every key, busy or not. Completions come in two
 forms (:class:`~.node.Form`): the ticket form (``ticket=`` the job's ticket) and vLLM's
@@ -22,6 +23,7 @@ from itertools import permutations
 from kvoffload.spec import (
     CacheState,
     Call,
+    Eviction,
     KvOffloadError,
     Op,
     Phase,
@@ -38,8 +40,11 @@ class Environment:
     """The calls the environment may make in a node, and one call's outcome."""
 
     def __init__(self, model: Model, bounds: Bounds, form: Form,
-                 rules: frozenset[str] = step.DEFAULT_RULES) -> None:
+                 rules: frozenset[str] = step.DEFAULT_RULES,
+                 eviction: Eviction = Eviction.ON_STORE) -> None:
         self.model = model
+        self.eviction = eviction
+        """``BACKGROUND``: the tier may also evict on its own, between calls (D14)."""
         self.bounds = bounds
         self.form = form
         self.rules = rules
@@ -100,6 +105,11 @@ class Environment:
         if s.epoch < self.bounds.resets:
             yield Action(Call(Op.RESET_CACHE))
         yield Action(Call(Op.TAKE_EVENTS))
+        if self.eviction is Eviction.BACKGROUND:
+            # one key at a time (several at once are several one-key evictions), every
+            # key: those not evictable must raise NotEvictable and change nothing
+            for key in self.bounds.keys:
+                yield Action(Call(Op.EVICT_IN_BACKGROUND, (key,)))
 
     def _slot_choices(self, s: CacheState, call: Call, dangling: frozenset[int]
                       ) -> Iterator[Action]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from kvoffload.spec import Assumption, Policy, excluded_by, initial_state
+from kvoffload.spec import Assumption, Eviction, Policy, excluded_by, initial_state
 
 from .bounds import Bounds
 from .environment import Environment
@@ -40,6 +40,9 @@ class Setup:
     """The properties that count (None: every one but the laws, which have rows of their
     own, ``--laws-only``; liveness included if asked)."""
     liveness: bool = True
+    eviction: Eviction = Eviction.ON_STORE
+    """``BACKGROUND``: in every node the environment may also evict any key in the
+    background (the spec's ``evict_in_background``, D14), the opt-in setting."""
 
 
 @dataclass(frozen=True)
@@ -163,7 +166,7 @@ def explore(setup: Setup, bounds: Bounds, *, symmetry: bool = True,
     """
     start = time.perf_counter()
     selected = _selected(setup)
-    env = Environment(setup.model, bounds, setup.form, selected)
+    env = Environment(setup.model, bounds, setup.form, selected, setup.eviction)
     keys = bounds.keys
     root = initial_node(bounds, setup.policy)
     cache: dict[Node, tuple[Hashable, object]] = {}
@@ -267,7 +270,7 @@ def replay(setup: Setup, bounds: Bounds, trace: Iterable[Action]
     if a call of the trace is not one the environment may make in the node it is made in.
     """
     selected = _selected(setup)
-    env = Environment(setup.model, bounds, setup.form, selected)
+    env = Environment(setup.model, bounds, setup.form, selected, setup.eviction)
     node = initial_node(bounds, setup.policy)
     nodes = [node]
     for action in trace:
@@ -294,7 +297,7 @@ def format_trace(trace: Sequence[Action]) -> str:
 
 def completions_reach_quiescence(setup: Setup, bounds: Bounds, node: Node) -> bool:
     """Can delivering completions alone lead from ``node`` to quiescence? (no reduction)"""
-    env = Environment(setup.model, bounds, setup.form, frozenset())
+    env = Environment(setup.model, bounds, setup.form, frozenset(), setup.eviction)
     seen = {node}
     work = [node]
     while work:

@@ -56,8 +56,10 @@ def version() -> str:
     return (out.stdout or out.stderr).strip()
 
 
-def source(bounds: Bounds, mutation: str | None = None) -> str:
+def source(bounds: Bounds, mutation: str | None = None, background: bool = False) -> str:
     """The Murphi model with ``bounds`` written into its constants.
+
+    ``background`` switches on the opt-in background eviction (``BACKGROUND``, D14).
 
     ``mutation`` names a rule to break, for the runner's own test: ``TouchQueuesStoring``
     lets ``touch`` queue a STORING key, as the Python mutant of that name does.
@@ -71,6 +73,10 @@ def source(bounds: Bounds, mutation: str | None = None) -> str:
                           flags=re.MULTILINE)
         if n != 1:
             raise ValueError(f"constant {name} not found in {MODEL}")
+    text, n = re.subn(r"^(  BACKGROUND: )\w+;", rf"\g<1>{str(background).lower()};", text,
+                      count=1, flags=re.MULTILINE)
+    if n != 1:
+        raise ValueError(f"constant BACKGROUND not found in {MODEL}")
     if mutation == "TouchQueuesStoring":
         text, n = re.subn(r"if blocks\[k\]\.pos != 0 then queue_append\(k\); endif;",
                           "if blocks[k].phase != ABSENT then queue_append(k); endif;", text)
@@ -82,7 +88,8 @@ def source(bounds: Bounds, mutation: str | None = None) -> str:
 
 
 def check(bounds: Bounds, *, symmetry: str = "exhaustive", threads: int = 1,
-          mutation: str | None = None, workdir: Path | None = None) -> RumurResult:
+          mutation: str | None = None, workdir: Path | None = None,
+          background: bool = False) -> RumurResult:
     """Generate, compile and run the verifier for ``bounds``; parse its verdict."""
     exe, cc = shutil.which("rumur"), shutil.which("cc") or shutil.which("gcc")
     if exe is None or cc is None:
@@ -90,7 +97,7 @@ def check(bounds: Bounds, *, symmetry: str = "exhaustive", threads: int = 1,
     with tempfile.TemporaryDirectory(prefix="kvoffload-rumur-") as tmp:
         where = workdir or Path(tmp)
         model, c_file, binary = where / "model.m", where / "model.c", where / "model"
-        model.write_text(source(bounds, mutation))
+        model.write_text(source(bounds, mutation, background))
         t0 = time.perf_counter()
         subprocess.run([exe, f"--symmetry-reduction={symmetry}", "--deadlock-detection=off",
                         f"--threads={threads}", "--counterexample-trace=full",

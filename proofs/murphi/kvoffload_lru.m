@@ -22,14 +22,21 @@
 -- complete_store or complete_load equals the two one-key calls in a row under
 -- LRU, so one-key completions reach the same states.
 --
+-- Under the opt-in background eviction (docs/spec.md D14; BACKGROUND below) the
+-- tier may also drop any READY key with no readers between calls, on its own, as
+-- the spec's evict_in_background does: the block goes, its slot is free, it leaves
+-- the LRU queue, and the subscriber learns of it at the next take_events.
+--
 -- The bounds below are TINY's (proofs/modelcheck/bounds.py); the runner
--- (proofs/modelcheck/rumur.py) rewrites this block for other presets.
+-- (proofs/modelcheck/rumur.py) rewrites this block for other presets, and sets
+-- BACKGROUND for `--background-eviction`.
 
 const
   CAPACITY: 2;
   NKEYS: 3;
   RESETS: 1;
   READERS: 1;
+  BACKGROUND: false;
 
 type
   key_t: scalarset(NKEYS);
@@ -291,6 +298,9 @@ ruleset k1: key_t do
 
   rule "touch([k1])"
     true ==> begin touch(k1); end;
+
+  rule "evict_in_background([k1])"
+    BACKGROUND & evictable(k1) ==> begin drop_block(k1); end;
 
   rule "complete_store([k1]) in the current epoch"
     blocks[k1].phase = STORING ==>

@@ -62,14 +62,15 @@ _RUMUR_CHECK = rumur.check
 
 
 @cache
-def _rumur_once(bounds: Bounds, symmetry: str, threads: int, mutation: str | None
-                ) -> rumur.RumurResult:
-    return _RUMUR_CHECK(bounds, symmetry=symmetry, threads=threads, mutation=mutation)
+def _rumur_once(bounds: Bounds, symmetry: str, threads: int, mutation: str | None,
+                background: bool = False) -> rumur.RumurResult:
+    return _RUMUR_CHECK(bounds, symmetry=symmetry, threads=threads, mutation=mutation,
+                        background=background)
 
 
 def _rumur_check(bounds: Bounds, *, symmetry: str = "exhaustive", threads: int = 1,
-                 mutation: str | None = None) -> rumur.RumurResult:
-    return _rumur_once(bounds, symmetry, threads, mutation)
+                 mutation: str | None = None, background: bool = False) -> rumur.RumurResult:
+    return _rumur_once(bounds, symmetry, threads, mutation, background)
 
 
 @pytest.fixture

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from proofs.modelcheck.bounds import TINY
+from proofs.modelcheck.checks import Check, laws_only
 from proofs.modelcheck.environment import Environment
+from proofs.modelcheck.explorer import Setup, explore
 from proofs.modelcheck.model import SPEC
 from proofs.modelcheck.mutants import MUTANTS_BY_NAME
 from proofs.modelcheck.node import Action, Form, Node
 
 from kvoffload.spec import (
+    CacheState,
     Call,
+    Eviction,
     NotReadable,
     Op,
+    Output,
     Policy,
     UnmatchedCompleteLoad,
+    apply,
     initial_state,
 )
 
@@ -170,3 +178,41 @@ def test_each_call_rule_can_fail() -> None:
     outcome = env.step(node, wrong)
     assert outcome.violation is not None
     assert outcome.violation[0] == "completions_attributed"
+
+
+# --- the opt-in background eviction (D14) -------------------------------------------
+
+
+def _drops_pinned_too(state: CacheState, call: Call, slots: object) -> tuple[CacheState, Output]:
+    """A tier whose background eviction also takes blocks being read (a lease that ended
+    before its load did): the spec's transition for the evictable keys, the rest dropped."""
+    pinned = frozenset(b for b in state.blocks if b.key in call.keys and b.loads)
+    rest = tuple(k for k in call.keys if k not in {b.key for b in pinned})
+    new, out = apply(state, replace(call, keys=rest))
+    return replace(new, blocks=new.blocks - pinned), out
+
+
+def test_background_eviction_is_made_only_under_the_setting() -> None:
+    node = Node(initial_state(TINY.capacity, Policy.LRU))
+    plain = {a.call.op for a in _env().actions(node, None)}
+    background = Environment(SPEC, TINY, Form.TICKET, eviction=Eviction.BACKGROUND)
+    made = [a.call for a in background.actions(node, None)
+            if a.call.op is Op.EVICT_IN_BACKGROUND]
+    assert Op.EVICT_IN_BACKGROUND not in plain
+    assert made == [Call(Op.EVICT_IN_BACKGROUND, (k,)) for k in TINY.keys]
+
+
+def test_a_wrong_background_eviction_is_caught_by_the_comparison_and_the_laws() -> None:
+    """Under the setting, a tier that evicts a block being read is found at TINY, by the
+    comparison with the spec and by the laws alone, each with a shortest trace."""
+    model = replace(SPEC, name="DropsPinnedInBackground",
+                    replaced={Op.EVICT_IN_BACKGROUND: _drops_pinned_too})
+    setup = Setup(model, Form.TICKET, Policy.LRU, eviction=Eviction.BACKGROUND)
+    compared = explore(setup, TINY)
+    alone = explore(laws_only(Check("x", "x", setup, "violated")).setup, TINY)
+    assert compared.violation is not None
+    assert compared.violation.prop == "follows_the_spec"
+    assert alone.violation is not None
+    assert alone.violation.prop == "background_eviction_needs_evictable_blocks"
+    assert [str(a) for a in alone.violation.trace][-1] == "evict_in_background(['a'])"
+    assert len(alone.violation.trace) == 4  # store, its completion, a load, the eviction

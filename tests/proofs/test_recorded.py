@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 from proofs.modelcheck import cli, table
 from proofs.modelcheck.bounds import PRESETS, TINY
-from proofs.modelcheck.checks import CHECKS_BY_NAME, LAWS_ROWS, SLOW_LAWS_ROWS
+from proofs.modelcheck.checks import CHECKS_BY_NAME, LAWS_ROWS, SLOW_LAWS_ROWS, SLOW_TINY_ROWS
 from proofs.modelcheck.explorer import Result
 from proofs.modelcheck.mutants import MUTANTS
 
@@ -76,7 +76,7 @@ def test_every_mutant_is_recorded_caught_twice() -> None:
 
 
 def _tiny_param(row: table.Row) -> object:
-    slow = _alone(row) and _name(row) in SLOW_LAWS_ROWS
+    slow = (_alone(row) and _name(row) in SLOW_LAWS_ROWS) or _name(row) in SLOW_TINY_ROWS
     return pytest.param(row, marks=[pytest.mark.slow] if slow else [],
                         id=_name(row) + (" --laws-only" if _alone(row) else ""))
 
@@ -116,7 +116,8 @@ def _rumur_params(row: table.Row) -> list[object]:
                          [p for r in RUMUR_ROWS for p in _rumur_params(r)])
 @pytest.mark.usefixtures("rumur_check")  # shares test_rumur.py's runs
 def test_rumur_row_reproduces(row: table.Row, preset: str, mutation: str | None) -> None:
-    again = cli.run_rumur(PRESETS[preset], mutation).row
+    again = cli.run_rumur(PRESETS[preset], mutation,
+                          background="--background-eviction" in row.command).row
     assert (again.result, again.states) == (row.result, row.states)
 
 

@@ -94,6 +94,20 @@ def test_rumur_agrees_with_the_python_checker_at_tiny(
 
 
 @needs_rumur
+def test_rumur_agrees_under_the_background_eviction(
+    rumur_check: Callable[..., rumur.RumurResult], run_check: RunCheck
+) -> None:
+    """With the opt-in background eviction (D14) in both models, rumur reaches as many
+    classes of states as the Python checker (``spec-lru+background-eviction``)."""
+    ours = run_check("spec-lru+background-eviction")
+    theirs = rumur_check(TINY, background=True)
+    assert theirs.verdict == ours.verdict == "holds"
+    assert theirs.states == ours.states
+    assert "BACKGROUND: true;" in rumur.source(TINY, background=True)
+    assert "BACKGROUND: false;" in rumur.source(TINY)
+
+
+@needs_rumur
 def test_rumur_finds_the_same_mutant_with_a_trace_as_short(
     rumur_check: Callable[..., rumur.RumurResult]
 ) -> None:

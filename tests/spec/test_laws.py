@@ -144,6 +144,10 @@ def _unload(*keys: str, ticket: int | None = None) -> Call:
     return Call(Op.COMPLETE_LOAD, keys, ticket=ticket)
 
 
+def _evict(*keys: str) -> Call:
+    return Call(Op.EVICT_IN_BACKGROUND, keys)
+
+
 STORING_A = (_store("a"),)
 READY_A = (_store("a"), _done("a"))
 READY_AB = (_store("a", "b"), _done("a"), _done("b"))
@@ -190,6 +194,13 @@ def _with_p(recency: LruOrder | ArcLists, p: int) -> ArcLists:
     if not isinstance(recency, ArcLists):
         raise TypeError("an ARC step was expected")
     return replace(recency, p=p)
+
+
+def _no_ghosts(recency: LruOrder | ArcLists) -> ArcLists:
+    """ARC lists with their ghosts forgotten (the background eviction law's wrong step)."""
+    if not isinstance(recency, ArcLists):
+        raise TypeError("an ARC step was expected")
+    return replace(recency, b1=(), b2=())
 
 
 WRONG: dict[str, Callable[[], tuple[Step, Step]]] = {
@@ -256,6 +267,11 @@ WRONG: dict[str, Callable[[], tuple[Step, Step]]] = {
         answer=Events()),
     "subscribers_learn_the_ready_set": lambda: _wrong(
         READY_A, Call(Op.TAKE_EVENTS), after=lambda b, a: b),
+    "background_eviction_needs_evictable_blocks": lambda: _wrong(
+        PINNED_A, _evict("a"), output=lambda error: None,
+        after=lambda b, a: replace(b, blocks=frozenset())),
+    "background_eviction_drops_the_blocks": lambda: _wrong(
+        READY_AB, _evict("a"), after=lambda b, a: replace(a, blocks=b.blocks)),
     "reset_forgets_the_order": lambda: _arc(
         READY_A, Call(Op.RESET_CACHE), after=lambda b, a: replace(a, recency=b.recency)),
     "lru_queue_follows_evictability": lambda: _wrong(
@@ -275,6 +291,8 @@ WRONG: dict[str, Callable[[], tuple[Step, Step]]] = {
         READY_AB, Call(Op.TOUCH, ("a",)), after=lambda b, a: b),
     "arc_evicts_the_replace_victim": lambda: _arc(
         READY_AB, _store("c"), output=lambda p: replace(p, evicted=("b",))),
+    "arc_background_eviction_makes_ghosts": lambda: _arc(
+        READY_AB, _evict("a"), after=lambda b, a: replace(a, recency=_no_ghosts(a.recency))),
     "arc_store_updates_the_lists": lambda: _arc(
         ARC_GHOST, _store("a"),
         after=lambda b, a: replace(a, recency=_with_p(a.recency, 0))),

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kvoffload.spec import Call, Op, send
+from kvoffload.spec import API_OPS, ENVIRONMENT_OPS, Call, MalformedCall, Op, send
 
 
 class Recorder:
@@ -36,5 +36,15 @@ def test_send_names_the_method_of_the_op(call: Call, expected: tuple[Any, ...]) 
 
 def test_every_op_is_dispatched() -> None:
     seen = {send(Recorder(), Call(op, () if op in (Op.RESET_CACHE, Op.TAKE_EVENTS) else ("k",)))[0]
-            for op in Op}
-    assert seen == {op.value for op in Op}
+            for op in API_OPS}
+    assert seen == {op.value for op in API_OPS}
+
+
+def test_an_environment_transition_is_never_sent() -> None:
+    """Background eviction is the tier's own doing (D14): no API method is called for it."""
+    recorder = Recorder()
+    for op in ENVIRONMENT_OPS:
+        with pytest.raises(MalformedCall, match="environment"):
+            send(recorder, Call(op, ("k",)))
+    assert {Op.EVICT_IN_BACKGROUND} == ENVIRONMENT_OPS
+    assert set(Op) == API_OPS | ENVIRONMENT_OPS

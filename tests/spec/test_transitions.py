@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvoffload.spec import (
+    ArcLists,
     BadCapacity,
     CacheState,
     ChoiceNotAllowed,
@@ -13,7 +14,9 @@ from kvoffload.spec import (
     Events,
     LoadPlan,
     LookupResult,
+    LruOrder,
     MisuseError,
+    NotEvictable,
     NotReadable,
     Phase,
     Policy,
@@ -23,6 +26,7 @@ from kvoffload.spec import (
     check_invariants,
     complete_load,
     complete_store,
+    evict_in_background,
     initial_state,
     lookup,
     prepare_load,
@@ -355,3 +359,42 @@ def test_events_are_net_changes_of_the_ready_set() -> None:
     assert events == Events()  # a removed and stored again, b stored and removed
     state, events = take_events(state)
     assert events == Events()
+
+
+# --- evict_in_background (the environment's transition, D14) ---
+
+
+def test_background_eviction_drops_a_ready_block_and_frees_its_slot() -> None:
+    state, _ = take_events(ready(2, "a", "b"))
+    after, out = evict_in_background(state, ["a", "a"])
+    assert out is None
+    assert after.phase("a") is Phase.ABSENT
+    assert after.free_slots() == (0,)
+    assert after.recency == LruOrder(("b",))
+    assert after.next_ticket == state.next_ticket
+    check_invariants(after)
+    _, events = take_events(after)
+    assert events == Events(stored=frozenset(), removed=frozenset({"a"}))
+
+
+def test_background_eviction_makes_an_arc_ghost() -> None:
+    state = ready(2, "a", "b", policy=Policy.ARC)
+    after, _ = evict_in_background(state, ["b"])
+    assert after.recency == ArcLists(2, t1=("a",), b1=("b",))
+    check_invariants(after)
+
+
+@pytest.mark.parametrize("setup", ["absent", "storing", "being read"])
+def test_background_eviction_of_a_block_not_evictable_changes_nothing(setup: str) -> None:
+    state = ready(3, "a")
+    if setup == "storing":
+        state, _ = prepare_store(state, ["x"])
+    elif setup == "being read":
+        state, _ = prepare_store(state, ["x"])
+        state, _ = complete_store(state, ["x"])
+        state, _ = prepare_load(state, ["x"])
+    with pytest.raises(NotEvictable) as caught:
+        evict_in_background(state, ["a", "x"])
+    assert caught.value.code == "not-evictable"
+    assert caught.value.keys == ("x",)
+    assert state.phase("a") is Phase.READY

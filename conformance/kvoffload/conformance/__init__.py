@@ -30,6 +30,7 @@ def check(
     profile: str = "strict",
     policy: str = "lru",
     level: str = "any",
+    eviction: str | None = None,
     assume: Iterable[str] = (),
     max_keys_per_call: int | None = None,
     capacity: int = 64,
@@ -45,7 +46,8 @@ def check(
     The keywords are the suite's options as ``check()`` takes them: the table in
     :mod:`kvoffload.conformance.options` (and docs/conformance.md, made from it) says
     what each means; a test keeps this signature equal to it. ``max_keys_per_call=None``
-    is the kind of target's default (1 for ``lmcache==``, else no limit); ``database``:
+    is the kind of target's default (1 for ``lmcache==``, else no limit), and so is
+    ``eviction=None`` (``background`` for ``mooncake==``, else ``on-store``); ``database``:
     a folder for Hypothesis's example database (a failure found once replays first next
     time), None (the default) keeps none.
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kvoffload.spec import ASSUMPTIONS, Assumption, Policy
+from kvoffload.spec import ASSUMPTIONS, Assumption, Eviction, Policy
 
 from .options import (
     ADAPTERS,
@@ -57,7 +57,8 @@ WIDE_EVERY = 10
 """One example in WIDE_EVERY draws a tier above SMALL_TIERS (up to ``--capacity``)."""
 CONFIG_OPTIONS = tuple(option.name for option in OPTIONS if option.config)
 """The options (:mod:`.options`) that are fields of :class:`CheckConfig`."""
-_ENUMS: dict[str, type[enum.Enum]] = {"profile": Profile, "policy": Policy, "level": Level}
+_ENUMS: dict[str, type[enum.Enum]] = {"profile": Profile, "policy": Policy, "level": Level,
+                                      "eviction": Eviction}
 _SPELLINGS = {"--": FrontEnd.CLI, "--kvoffload-": FrontEnd.PLUGIN, "": FrontEnd.CHECK}
 
 
@@ -68,6 +69,10 @@ class CheckConfig:
     profile: Profile = Profile.STRICT
     policy: Policy = Policy.LRU
     level: Level = Level.ANY
+    eviction: Eviction | None = None
+    """When the target may evict (D14): None is the kind of target's default
+    (:func:`~.targets.with_target_defaults`: ``background`` for ``mooncake==``, else
+    ``on-store``); a value given as text is taken as the spec's :class:`Eviction`."""
     assume: tuple[str, ...] = ()
     capacity: int = DEFAULT_CAPACITY
     max_examples: int = DEFAULT_MAX_EXAMPLES
@@ -94,6 +99,8 @@ class CheckConfig:
         for option in OPTIONS:
             if option.config:
                 option.parse(getattr(self, option.name), FrontEnd.CLI)
+        if isinstance(self.eviction, str):  # a target's default arrives as its text
+            object.__setattr__(self, "eviction", Eviction(self.eviction))
 
     @classmethod
     def from_options(cls, *, spelling: str = "--", **given: object) -> CheckConfig:
@@ -115,7 +122,7 @@ class CheckConfig:
         chosen: dict[str, Any] = {name: values[name] for name in CONFIG_OPTIONS
                                   if name in values}
         for name, kind in _ENUMS.items():
-            if name in chosen:
+            if chosen.get(name) is not None:
                 chosen[name] = kind(chosen[name])
         if chosen.get("database") is not None:
             chosen["database"] = str(chosen["database"])
@@ -129,6 +136,11 @@ class CheckConfig:
     def assumes(self, name: str) -> bool:
         return name in self.assume
 
+    @property
+    def background_eviction(self) -> bool:
+        """May the target evict on its own, between calls (``--eviction background``)?"""
+        return self.eviction is Eviction.BACKGROUND
+
     def describe(self) -> dict[str, object]:
         """The configuration as plain values, for reports and report.json."""
         return {
@@ -136,6 +148,7 @@ class CheckConfig:
             "profile": self.profile.value,
             "policy": self.policy.value,
             "level": self.level.value,
+            "eviction": (self.eviction or Eviction.ON_STORE).value,
             "assume": list(dict.fromkeys(self.assume)),
             "capacity": self.capacity,
             "max_examples": self.max_examples,

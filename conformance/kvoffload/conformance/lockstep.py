@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from itertools import combinations
 
 from kvoffload.spec import (
     CacheState,
@@ -36,7 +37,7 @@ from kvoffload.spec.calls import Output, apply, send
 
 from . import compare
 from . import explain as ex
-from .adapter_api import Adapter, Reported
+from .adapter_api import Adapter, EventBatch, Reported
 from .compare import lookup_agrees
 from .config import CheckConfig
 from .errors import PropertyViolation, TargetLoadError, Untranslatable
@@ -58,6 +59,19 @@ WINDOW = 64
 OBSERVATIONS = frozenset({"lookup", "events", "epochs"})
 """Properties whose check only observes an answer: the spec's state moves on the same
 whether it agrees or not, so a silenced one can be passed over without ending the run."""
+
+EXPLAINED_BY_EVICTION = frozenset({"lookup", "misuse", "store-plan", "eviction-choice",
+                                   "slots", "events", "rejection"})
+"""Under ``--eviction background``, the properties a divergence of which a background
+eviction can explain: a READY block with no readers that the target no longer holds
+reads as MISS (lookup), cannot be loaded (misuse), is stored again (store-plan), needs
+no victim (eviction-choice), leaves its slot free (slots), is announced as removed
+(events), or changes the counts a rejection reports (rejection: whether a store fits
+never changes, as an eviction frees one slot for each slot it adds to the need or takes
+from the victims)."""
+MAX_EXPLAINED = 8
+"""At most this many blocks found gone are tried in every combination (fewest first);
+with more, only all of them together."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +121,14 @@ class Lockstep:
         self.to_spec: dict[int, int] = {}
         self.pending: deque[_Pending] = deque()
         """Calls sent to a host, answers not yet compared (see :data:`DEFERRED`)."""
-        self.deferring = callable(getattr(adapter, "post", None))
+        self.deferring = callable(getattr(adapter, "post", None)) and not (
+            config.background_eviction)
+        """Send calls without waiting for their answers (a host's adapter); never under
+        ``--eviction background``, where an eviction observed at one call changes the
+        spec's state for every call after it."""
+        self.evicted: list[tuple[int, tuple[Key, ...]]] = []
+        """Background evictions observed (``--eviction background``): how many calls of
+        the trace came before each, and the keys the spec evicted then (D14)."""
         self.times_itself = getattr(adapter, "times_itself", False) is True
         """A host's adapter times each call itself (the judge's timer stays off)."""
 
@@ -243,6 +264,8 @@ class Lockstep:
     # --- one call --------------------------------------------------------------------
 
     def _dispatch(self, call: Call) -> Output | MisuseError:
+        if self.config.background_eviction:
+            return self._dispatch_observing(call)
         if self.pending and call.op not in DEFERRED:
             self.settle()
         if call.op is Op.PREPARE_STORE:
@@ -272,6 +295,140 @@ class Lockstep:
         self._check(call, new_state, expected, answer.value)
         self.state = new_state
         return expected
+
+    # --- background eviction (--eviction background, D14) ------------------------------
+
+    def _dispatch_observing(self, call: Call) -> Output | MisuseError:
+        """One call under ``--eviction background``: judged as usual, except that a
+        divergence which READY blocks with no readers, gone from the target, explain is
+        the spec's environment transition ``evict_in_background`` and not a failure: the
+        spec evicts them, then judges the call again (a divergence left then is raised)."""
+        try:
+            apply(self.state, call)
+        except MisuseError as misuse:
+            self._expect_rejection(call, misuse)
+            return misuse
+        answer = self.call_target(call)
+        kept = (set(self.subscriber), dict(self.to_target), dict(self.to_spec))
+        try:
+            return self._judge(call, answer)
+        except PropertyViolation as violation:
+            if violation.prop not in EXPLAINED_BY_EVICTION:
+                raise
+            return self._explain(call, answer, violation, kept)
+
+    def _explain(self, call: Call, answer: TargetAnswer, violation: PropertyViolation,
+                 kept: tuple[set[Key], dict[int, int], dict[int, int]]
+                 ) -> Output | MisuseError:
+        """Judge ``call`` again after the fewest background evictions of blocks the
+        target no longer holds that make its answer the spec's (those the answer shows
+        gone first, then as few as possible of those a lookup finds gone, which may have
+        gone just after the call); if none does, raise the divergence seen first, naming
+        the blocks tried and what was left after evicting them all."""
+        first, rest = self._gone(call, answer)
+        if not first and not rest:
+            violation.message += self._pinned_note(call, answer)
+            raise violation
+        origin = self.state
+        ordered = sorted(rest, key=repr)
+        sizes = range(len(ordered) + 1) if len(ordered) <= MAX_EXPLAINED else (len(ordered),)
+        left = violation
+        for size in sizes:
+            for extra in combinations(ordered, size):
+                gone = tuple(sorted(first | frozenset(extra), key=repr))
+                if not gone:
+                    continue
+                self.state, _ = apply(origin, Call(Op.EVICT_IN_BACKGROUND, gone))
+                self.subscriber = set(kept[0])  # as before the judgement that failed
+                self.to_target, self.to_spec = dict(kept[1]), dict(kept[2])
+                try:
+                    output = self._judge(call, answer)
+                except PropertyViolation as again:
+                    left = again
+                    continue
+                self.evicted.append((len(self.trace) - 1, gone))
+                return output
+        self.state = origin
+        shown = f"{show(tuple(sorted(first, key=repr)))} shown gone by the answer" if first \
+            else "none shown gone by the answer"
+        violation.message += (
+            f" (no background eviction explains it: of the blocks the target no longer "
+            f"holds, {shown}, {show(tuple(ordered))} found gone by a lookup after it; "
+            f"after evicting all of them: {left.message})")
+        raise violation
+
+    def _judge(self, call: Call, answer: TargetAnswer) -> Output | MisuseError:
+        """Judge ``answer`` to ``call`` against the spec's state now; move the state on."""
+        if call.op is Op.PREPARE_STORE:
+            _, exact = apply(self.state, call)
+            if answer.error is not None:
+                compare.unexpected_error(self, call, answer.error, exact)
+            self.state, plan = compare.check_store(self, call, exact, answer.value)
+            return plan
+        try:
+            new_state, expected = apply(self.state, call)
+        except MisuseError as misuse:  # only after an eviction: the key is gone now
+            error = answer.error
+            if error is None or not self.adapter.is_rejection(error) or not (
+                    self.adapter.capabilities.rejects_with(error, misuse.code)):
+                raise PropertyViolation(
+                    "misuse", f"{call} breaks a precondition once the blocks gone are "
+                    f"evicted and must be rejected; the target "
+                    f"{'accepted it' if error is None else 'raised ' + error_text(error)}",
+                    [call_row(call), ("answer", f"{type(misuse).__name__}: {misuse}",
+                                      "returned normally" if error is None
+                                      else error_text(error))]) from None
+            return misuse
+        if answer.error is not None:
+            compare.unexpected_error(self, call, answer.error, expected)
+        self._check(call, new_state, expected, answer.value)
+        self.state = new_state
+        return expected
+
+    def _gone(self, call: Call, answer: TargetAnswer) -> tuple[frozenset[Key], frozenset[Key]]:
+        """The READY blocks with no readers that the target no longer holds: first those
+        the answer itself shows gone (a lookup's MISS, a key stored again, a slot handed
+        out again), then the others a lookup now finds absent."""
+        evictable = self.state.evictable()
+        value = answer.value
+        if call.op is Op.LOOKUP:
+            key = call.keys[0]
+            return (frozenset({key}) if key in evictable and value is LookupResult.MISS
+                    else frozenset()), frozenset()
+        shown: set[Key] = set()
+        skip: set[Key] = set()
+        if call.op is Op.TAKE_EVENTS and isinstance(value, EventBatch):
+            view = set(self.subscriber)  # what the target's events say it holds now
+            value.replay_onto(view)
+            shown = {k for k in evictable if k not in view}
+            skip = set(evictable)
+        if call.op is Op.PREPARE_STORE and getattr(value, "accepted", False):
+            stored = tuple(getattr(value, "keys", ()) or ())
+            slots = set(getattr(value, "slots", ()) or ())
+            skip = set(stored) | set(getattr(value, "evicted", ()) or ())
+            shown = {k for k in evictable - skip if self.state.table[k].slot in slots} | {
+                k for k in evictable if k in stored}
+        missing = {k for k in sorted(evictable - skip - shown, key=repr)
+                   if self.call_target(Call(Op.LOOKUP, (k,))).value is LookupResult.MISS}
+        first = frozenset(shown & evictable)
+        return first, frozenset(missing) - first
+
+    def _pinned_note(self, call: Call, answer: TargetAnswer) -> str:
+        """Why a block with readers read as gone is still a failure (D14: a lease is a
+        pin; one that ends by time before complete_load breaks loads-within-lease)."""
+        block = self.state.table.get(call.keys[0]) if call.op is Op.LOOKUP else None
+        if block is None or not block.loads or answer.value is not LookupResult.MISS:
+            return ""
+        return (f" (it has {block.readers} reader(s): background eviction may not take it; "
+                "a lease that ended by time before complete_load breaks the scheduler's "
+                "obligation loads-within-lease, docs/spec.md D14)")
+
+    def _observe_eviction(self, keys: frozenset[Key]) -> None:
+        """The spec's environment transition for ``keys``, observed at this call."""
+        fresh = tuple(sorted((k for k in keys if k in self.state.evictable()), key=repr))
+        if fresh:
+            self.state, _ = apply(self.state, Call(Op.EVICT_IN_BACKGROUND, fresh))
+            self.evicted.append((len(self.trace) - 1, fresh))
 
     def _check(self, call: Call, new_state: CacheState, expected: Output,
                value: object) -> None:
@@ -377,7 +534,9 @@ class Lockstep:
             got = answer.value
             if not compare.is_reported(got) or not isinstance(expected, LookupResult):
                 raise PropertyViolation("lookup", f"{probe} returned {got!r}", [call_row(probe)])
-            if before is None:
+            if self._evicted_meanwhile(key, expected, got):
+                pass  # --eviction background: the tier dropped it on its own (D14)
+            elif before is None:
                 self._probe_agrees(call, probe, expected, got)
             elif before.get(key) is not got:
                 raise PropertyViolation(
@@ -389,6 +548,15 @@ class Lockstep:
                      *ex.context(self.state, (key,))])
             read[key] = got
         return read
+
+    def _evicted_meanwhile(self, key: Key, expected: LookupResult, got: Reported) -> bool:
+        """Under ``--eviction background``, a probe that finds a READY block with no
+        readers gone is the spec's ``evict_in_background``: observed, not a failure."""
+        if not (self.config.background_eviction and expected is LookupResult.HIT
+                and got is LookupResult.MISS and key in self.state.evictable()):
+            return False
+        self._observe_eviction(frozenset({key}))
+        return True
 
     def _probe_agrees(self, call: Call, probe: Call, expected: LookupResult,
                       got: Reported) -> None:

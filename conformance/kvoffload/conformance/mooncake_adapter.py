@@ -38,10 +38,18 @@ client, another process on the same master, looks up and loads):
   ``--assume no-reset-in-flight``.
 - ``touch``, ``take_events``: Mooncake has neither (not generated).
 
+The kind runs under ``--eviction background`` unless told otherwise (:data:`DEFAULTS`,
+docs/spec.md D14): the master evicts READY unleased objects in a thread of its own, so
+the judge takes an object gone between calls as the spec's ``evict_in_background``. A
+lease is the spec's pin; one that ends by time before ``complete_load`` would break the
+scheduler's obligation ``loads-within-lease`` (D14).
+
 What is the adapter's own: slots. An object's replica address is known only once it is
 readable, and the spec wants a slot at ``prepare_store``: the adapter numbers the
 objects the master lists (``/get_all_keys`` on its admin server) or is writing for this
-adapter, lowest free number first, as it numbers LMCache's disk chunks. And the bytes:
+adapter, lowest free number first, as it numbers LMCache's disk chunks; a key the
+put call itself found present keeps its number, even if the master stopped listing it
+just after. And the bytes:
 a put session transfers nothing (it is the reservation and commit around a client's
 own transfer); the adapter writes none, so a load reads back what the segment held.
 """
@@ -66,8 +74,11 @@ SUPPORTED = ("0.3.13.post1",)
 """Mooncake releases the adapter was written against."""
 DISTRIBUTIONS = ("mooncake-transfer-engine-non-cuda", "mooncake-transfer-engine")
 """The wheels that install the ``mooncake`` package (the CPU build first)."""
-DEFAULTS: dict[str, tuple[object, str]] = {}
-"""Options a ``mooncake==`` target sets when the user gives none (none yet)."""
+DEFAULTS: dict[str, tuple[object, str]] = {
+    "eviction": ("background", "Mooncake's master evicts READY unleased objects in a thread "
+                 "of its own, between calls (docs/spec.md D14)"),
+}
+"""Options a ``mooncake==`` target sets when the user gives none."""
 
 OK = 0
 NO_SPACE = -200
@@ -220,7 +231,12 @@ class MooncakeAdapter:
             if odd:
                 raise MooncakeError(f"batch_put_session_start answered {odd!r}")
             return StoreOutcome(False)
-        held = {self.slot[k] for k in (self._listed() | self.storing) if k in self.slot}
+        present = {k for k, c in zip(distinct, codes, strict=True) if c == ALREADY_EXISTS}
+        # A key this call found present keeps its number even if the master stops
+        # listing it before the listing below (evicted just after the put, in the
+        # background): the call saw it, so the call hands out nothing of its.
+        held = {self.slot[k] for k in (self._listed() | self.storing | present)
+                if k in self.slot}
         free = (n for n in itertools.count() if n not in held)
         slots = []
         for key in opened:
@@ -291,7 +307,7 @@ def mooncake_factory(
 ) -> tuple[str, str, Callable[[int], Adapter]]:
     """(adapter name, why, a function building one tier of a given capacity)."""
     check_version(text)
-    if config.adapter not in ("auto",):
+    if config.adapter not in ("auto", "mooncake"):
         raise UsageError(f"a Mooncake target is driven by its own adapter (--adapter auto), "
                          f"not {config.adapter!r}")
     if config.policy.value != "lru":

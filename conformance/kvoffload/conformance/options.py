@@ -75,15 +75,19 @@ DEFAULT_CALL_TIMEOUT = 10.0
 MAX_SEED = 2**64 - 1
 
 ADAPTERS = ("auto", "native", "vllm-int", "vllm-bool", "vllm-enum", "lmcache-cpu",
-            "lmcache-disk")
+            "lmcache-disk", "mooncake")
 """``vllm-int``: ``lookup(hashes) -> int`` (<= 0.18); ``vllm-bool``: ``lookup(key, ctx) ->
-bool | None`` (0.19-0.24); ``vllm-enum``: ``LookupResult`` (0.25 on)."""
+bool | None`` (0.19-0.24); ``vllm-enum``: ``LookupResult`` (0.25 on); ``mooncake``: a
+``mooncake==`` target's own (what auto picks for it, and what its run's configuration
+then names)."""
 PROFILES = ("strict", "safe")
 """:class:`~.config.Profile`'s values."""
 LEVELS = ("any", "exact")
 """:class:`~.config.Level`'s values."""
 POLICIES = ("lru", "arc")
 """The spec's :class:`~kvoffload.spec.Policy` values."""
+EVICTIONS = ("on-store", "background")
+"""The spec's :class:`~kvoffload.spec.Eviction` values (D14)."""
 ASSUMPTION_NAMES = ("no-misuse", "no-reset-in-flight", "no-stale-completions",
                     "no-store-while-storing", "unique-keys")
 """The spec's :data:`~kvoffload.spec.ASSUMPTIONS`, by name."""
@@ -191,6 +195,15 @@ OPTIONS: tuple[Option, ...] = (
     _o("level", Kind.CHOICE, "any",
        "any: any allowed victim; exact: the victims of the spec's LRU / ARC model",
        choices=LEVELS, self_test=_ALONE),
+    _o("eviction", Kind.CHOICE, "on-store",
+       "when the target may evict: on-store (only inside prepare_store, to make room) or "
+       "background (also between calls, on its own, as a distributed store's master "
+       "does: a READY block with no readers that the target no longer holds is taken as "
+       "the spec's evict_in_background, not as a failure). A kind of target may set its "
+       "own default (mooncake==: background), and the report's header says whose choice "
+       "it is", choices=EVICTIONS, by_target=True,
+       default_text="on-store; background for mooncake== targets",
+       more="([docs/spec.md](spec.md) D14; such a target is driven one call at a time)"),
     _o("assume", Kind.NAMES, (), "an assumption the target relies on",
        choices=ASSUMPTION_NAMES, metavar="NAME"),
     _o("max_keys_per_call", Kind.INT, 0,

@@ -92,6 +92,7 @@ def configuration_text(result: CheckResult) -> str:
         f"profile        {config.profile.value}",
         f"policy         {config.policy.value}",
         f"level          {config.level.value}",
+        f"eviction       {eviction_text(result.target, config)}",
         f"assumptions    {', '.join(config.assume) or 'none'}",
         f"keys per call  {keys_per_call_text(result.target, config)}",
         f"budget         {config.max_examples} examples x {config.steps} steps, "
@@ -99,6 +100,21 @@ def configuration_text(result: CheckResult) -> str:
     ]
     lines += [f"calls          {what}: {how}" for what, how in result.alphabet.items()]
     return "\n".join(lines)
+
+
+def eviction_text(target: str, config: CheckConfig) -> str:
+    """When the target may evict, and whose choice it is when the kind of target chose
+    it (``mooncake==``: in the background)."""
+    chosen = config.describe()["eviction"]
+    text = str(chosen)
+    if config.background_eviction:
+        text += (" (a READY block with no readers may go between calls: the spec's "
+                 "evict_in_background, docs/spec.md D14)")
+    if "eviction" in config.target_defaults:
+        why = target_defaults(target).get("eviction", (None, ""))[1]
+        other = "on-store" if config.background_eviction else "background"
+        text += f"; this target's default: {why}; --eviction {other} to change it"
+    return text
 
 
 def keys_per_call_text(target: str, config: CheckConfig) -> str:

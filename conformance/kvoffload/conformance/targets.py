@@ -218,6 +218,8 @@ def prepare(text: str, config: CheckConfig, obj: Any = None) -> Prepared:
         obj = load_object(text, config.policy.value)
     if config.adapter not in ADAPTERS:
         raise UsageError(f"unknown adapter {config.adapter!r}; known: {list(ADAPTERS)}")
+    if config.adapter == "mooncake":
+        raise UsageError(f"--adapter mooncake drives mooncake== targets only, not {text!r}")
     if config.adapter == "auto":
         name, reason = _detect(text, obj, config)
     else:

@@ -15,7 +15,7 @@ from .assumptions import (
     Assumption,
     excluded_by,
 )
-from .calls import COMPLETIONS, Call, Op, Output, apply, replay, send
+from .calls import API_OPS, COMPLETIONS, ENVIRONMENT_OPS, Call, Op, Output, apply, replay, send
 from .errors import (
     BadCapacity,
     ChoiceNotAllowed,
@@ -23,6 +23,7 @@ from .errors import (
     KvOffloadError,
     MalformedCall,
     MisuseError,
+    NotEvictable,
     NotReadable,
     UnmatchedCompleteLoad,
 )
@@ -34,6 +35,7 @@ from .state import Block, CacheState, Orphan, initial_state, renumbered
 from .transitions import (
     complete_load,
     complete_store,
+    evict_in_background,
     lookup,
     prepare_load,
     prepare_store,
@@ -41,17 +43,18 @@ from .transitions import (
     take_events,
     touch,
 )
-from .vocabulary import CopyKind, Key, LookupResult, Phase, Policy, Ticket, unique
+from .vocabulary import CopyKind, Eviction, Key, LookupResult, Phase, Policy, Ticket, unique
 
 __all__ = [
-    "ASSUMPTIONS", "COMPLETIONS", "INVARIANTS", "LAWS", "NO_MISUSE", "NO_RESET_IN_FLIGHT",
-    "NO_STALE_COMPLETIONS", "UNIQUE_KEYS", "ArcLists", "Assumption", "BadCapacity", "Block",
-    "CacheState", "Call", "ChoiceNotAllowed", "Completion", "CopyKind", "Events",
-    "InvariantViolation", "Key", "KvOffloadError", "LoadPlan", "LookupResult", "LruOrder",
-    "MalformedCall", "MisuseError", "NotReadable", "Op", "Orphan", "Output", "Phase", "Policy",
-    "StorePlan", "StoreRejected", "Ticket", "UnmatchedCompleteLoad", "apply", "broken_invariants",
-    "broken_laws",
-    "check_invariants", "complete_load", "complete_store", "excluded_by", "initial_state",
-    "is_quiescent", "lookup", "prepare_load", "prepare_store", "renumbered", "replay",
-    "reset_cache", "send", "take_events", "touch", "unique",
+    "API_OPS", "ASSUMPTIONS", "COMPLETIONS", "ENVIRONMENT_OPS", "INVARIANTS", "LAWS",
+    "NO_MISUSE", "NO_RESET_IN_FLIGHT", "NO_STALE_COMPLETIONS", "UNIQUE_KEYS", "ArcLists",
+    "Assumption", "BadCapacity", "Block", "CacheState", "Call", "ChoiceNotAllowed",
+    "Completion", "CopyKind", "Events", "Eviction", "InvariantViolation", "Key",
+    "KvOffloadError", "LoadPlan", "LookupResult", "LruOrder", "MalformedCall",
+    "MisuseError", "NotEvictable", "NotReadable", "Op", "Orphan", "Output", "Phase",
+    "Policy", "StorePlan", "StoreRejected", "Ticket", "UnmatchedCompleteLoad", "apply",
+    "broken_invariants", "broken_laws", "check_invariants", "complete_load",
+    "complete_store", "evict_in_background", "excluded_by", "initial_state", "is_quiescent",
+    "lookup", "prepare_load", "prepare_store", "renumbered", "replay", "reset_cache",
+    "send", "take_events", "touch", "unique",
 ]

@@ -19,7 +19,7 @@ from .vocabulary import Key, LookupResult, Ticket
 
 
 class Op(enum.Enum):
-    """The operations, by vLLM's names."""
+    """The operations, by vLLM's names, and the environment's one transition."""
 
     LOOKUP = "lookup"
     PREPARE_LOAD = "prepare_load"
@@ -29,9 +29,17 @@ class Op(enum.Enum):
     COMPLETE_STORE = "complete_store"
     RESET_CACHE = "reset_cache"
     TAKE_EVENTS = "take_events"
+    EVICT_IN_BACKGROUND = "evict_in_background"
+    """Not a call of the API: the tier drops READY blocks with no readers on its own,
+    under the opt-in ``Eviction.BACKGROUND`` setting (D14). Nobody sends it; a judge or
+    a model checker applies it to the spec where the environment may make it happen."""
 
 
 COMPLETIONS = frozenset({Op.COMPLETE_LOAD, Op.COMPLETE_STORE})
+ENVIRONMENT_OPS = frozenset({Op.EVICT_IN_BACKGROUND})
+"""Transitions of the environment: no manager offers them, :func:`send` makes none."""
+API_OPS = frozenset(Op) - ENVIRONMENT_OPS
+"""The operations of the API (vLLM's names), the ones a caller makes."""
 
 Output = LookupResult | LoadPlan | Completion | StorePlan | StoreRejected | Events | int | None
 
@@ -126,6 +134,8 @@ def apply(
         return t.complete_store(state, call.keys, call.success, call.ticket)
     if op is Op.RESET_CACHE:
         return t.reset_cache(state)
+    if op is Op.EVICT_IN_BACKGROUND:
+        return t.evict_in_background(state, call.keys)
     return t.take_events(state)
 
 
@@ -135,9 +145,15 @@ def send(api: Any, call: Call) -> Any:
 
     The one place outside the spec's :func:`apply` that maps an :class:`Op` to a method;
     completions get ``ticket=`` by keyword (None in vLLM's form) and ``complete_store``
-    ``success=`` too; the keys go as a tuple.
+    ``success=`` too; the keys go as a tuple. An environment transition
+    (:data:`ENVIRONMENT_OPS`) is no call of the API: it raises :class:`MalformedCall`.
+
+    raises: MalformedCall
     """
     op = call.op
+    if op in ENVIRONMENT_OPS:
+        raise MalformedCall(f"{op.value} is the environment's transition, not a call of "
+                            f"the API: nothing can be sent for it")
     if op is Op.LOOKUP:
         return api.lookup(call.keys[0])
     if op is Op.PREPARE_LOAD:

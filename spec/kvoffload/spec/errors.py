@@ -48,6 +48,12 @@ class UnmatchedCompleteLoad(MisuseError):
     code = "unmatched-complete-load"
 
 
+class NotEvictable(MisuseError):
+    """``evict_in_background`` named a key that is not READY with no readers (D14)."""
+
+    code = "not-evictable"
+
+
 class BadCapacity(MisuseError):
     """A cache needs at least one slot."""
 

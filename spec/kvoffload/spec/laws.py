@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, fields
 from typing import TypeVar, cast
 
 from .calls import COMPLETIONS, Call, Op, Output
-from .errors import NotReadable, UnmatchedCompleteLoad
+from .errors import NotEvictable, NotReadable, UnmatchedCompleteLoad
 from .invariants import broken_invariants
 from .outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
 from .recency import ArcLists, LruOrder
@@ -132,7 +132,8 @@ def _minus_one(tickets: tuple[Ticket, ...], ticket: Ticket) -> tuple[Ticket, ...
 # --- every call: errors and the frame ----------------------------------------------
 
 _MISUSE: dict[Op, type[Exception]] = {Op.PREPARE_LOAD: NotReadable,
-                                      Op.COMPLETE_LOAD: UnmatchedCompleteLoad}
+                                      Op.COMPLETE_LOAD: UnmatchedCompleteLoad,
+                                      Op.EVICT_IN_BACKGROUND: NotEvictable}
 
 _CHANGES: dict[Op, frozenset[str]] = {
     Op.LOOKUP: frozenset(),
@@ -143,6 +144,7 @@ _CHANGES: dict[Op, frozenset[str]] = {
     Op.COMPLETE_STORE: frozenset({"blocks", "orphans", "recency"}),
     Op.RESET_CACHE: frozenset({"blocks", "orphans", "recency", "epoch"}),
     Op.TAKE_EVENTS: frozenset({"announced"}),
+    Op.EVICT_IN_BACKGROUND: frozenset({"blocks", "recency"}),
 }
 """The fields of the state each operation may change; capacity and policy never change."""
 
@@ -153,9 +155,9 @@ _KEPT = {op: tuple(f.name for f in fields(CacheState) if f.name not in may)
 
 @speaks_of(*Op)
 def errors_are_named_misuse(step: Step) -> bool:
-    """D5, D6: the only errors are ``NotReadable`` from ``prepare_load`` and
-    ``UnmatchedCompleteLoad`` from ``complete_load`` in vLLM's form; every other call
-    answers."""
+    """D5, D6, D14: the only errors are ``NotReadable`` from ``prepare_load``,
+    ``UnmatchedCompleteLoad`` from ``complete_load`` in vLLM's form and ``NotEvictable``
+    from the environment's ``evict_in_background``; every other call answers."""
     if not step.raised:
         return True
     wanted = _MISUSE.get(step.call.op)
@@ -526,6 +528,31 @@ def subscribers_learn_the_ready_set(step: Step) -> bool:
     return not _is(step, Op.TAKE_EVENTS) or step.new.announced == _ready(step.before)
 
 
+# --- the environment's background eviction (D14) ---------------------------------
+
+
+@speaks_of(Op.EVICT_IN_BACKGROUND)
+def background_eviction_needs_evictable_blocks(step: Step) -> bool:
+    """D14: evict_in_background raises ``NotEvictable`` iff one of its keys is not READY
+    with no readers (absent, STORING or being read): the whole call fails."""
+    if step.call.op is not Op.EVICT_IN_BACKGROUND:
+        return True
+    pinned = any(k not in _evictable(step.before) for k in step.keys)
+    return pinned == isinstance(step.answer, NotEvictable)
+
+
+@speaks_of(Op.EVICT_IN_BACKGROUND)
+def background_eviction_drops_the_blocks(step: Step) -> bool:
+    """D14: an answered evict_in_background removes exactly its keys' blocks (their
+    slots free again), answers nothing, and leaves every other block, the copies a
+    reset left running, the tickets and the subscriber's view as they were (the removal
+    is announced at the next take_events)."""
+    if not _is(step, Op.EVICT_IN_BACKGROUND):
+        return True
+    kept = frozenset(b for b in step.before.blocks if b.key not in step.keys)
+    return step.answer is None and step.new.blocks == kept
+
+
 # --- exact policies (D10) --------------------------------------------------------
 
 
@@ -651,6 +678,23 @@ def arc_touch_moves_keys_to_the_recent_end(step: Step) -> bool:
             and (after.b1, after.b2, after.p) == (before.b1, before.b2, before.p))
 
 
+@speaks_of(Op.EVICT_IN_BACKGROUND)
+def arc_background_eviction_makes_ghosts(step: Step) -> bool:
+    """D10, D14 (ARC): a block evicted in the background leaves ``t1`` or ``t2`` and
+    becomes the most recent ghost of that list (``b1`` or ``b2``), in call order, as a
+    victim of REPLACE does; ``p`` stays."""
+    arc = _arc(step)
+    if arc is None or step.call.op is not Op.EVICT_IN_BACKGROUND:
+        return True
+    before, after = arc
+    gone = frozenset(step.keys)
+    return (after.t1 == tuple(k for k in before.t1 if k not in gone)
+            and after.t2 == tuple(k for k in before.t2 if k not in gone)
+            and after.b1 == before.b1 + tuple(k for k in step.keys if k in before.t1)
+            and after.b2 == before.b2 + tuple(k for k in step.keys if k in before.t2)
+            and after.p == before.p)
+
+
 def _arc_target(arc: ArcLists, key: Key) -> int:
     """ARC's adaptation for a request of ``key``: a ghost hit in ``b1`` raises the target
     size ``p`` of ``t1`` by ``max(1, |b2| // |b1|)``, one in ``b2`` lowers it by
@@ -770,6 +814,8 @@ LIFECYCLE_LAWS: tuple[Law, ...] = (
     reset_holds_running_copies,
     events_are_the_net_change,
     subscribers_learn_the_ready_set,
+    background_eviction_needs_evictable_blocks,
+    background_eviction_drops_the_blocks,
     errors_are_named_misuse,
     misuse_changes_nothing,
     each_operation_changes_only_its_fields,
@@ -786,6 +832,7 @@ POLICY_LAWS: tuple[Law, ...] = (
     arc_touch_moves_keys_to_the_recent_end,
     arc_evicts_the_replace_victim,
     arc_store_updates_the_lists,
+    arc_background_eviction_makes_ghosts,
 )
 """The exact LRU and ARC laws (``--level exact``): which victims, and how recency moves."""
 

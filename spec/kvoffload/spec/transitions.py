@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
-from .errors import ChoiceNotAllowed, NotReadable, UnmatchedCompleteLoad
+from .errors import ChoiceNotAllowed, NotEvictable, NotReadable, UnmatchedCompleteLoad
 from .invariants import broken_invariants  # noqa: F401 - named by the contracts (pre:)
 from .outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
 from .recency import ArcLists, LruOrder
@@ -207,6 +207,33 @@ def take_events(state: CacheState) -> tuple[CacheState, Events]:
     ready = state.keys_in(Phase.READY)
     events = Events(stored=ready - state.announced, removed=state.announced - ready)
     return replace(state, announced=ready), events
+
+
+def evict_in_background(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, None]:
+    """The environment's transition, not a call of the API: the tier drops READY blocks
+    with no readers on its own, between calls (D14). Allowed only under the opt-in
+    ``Eviction.BACKGROUND`` setting (a distributed store whose master evicts in a thread
+    of its own); each key is evicted as ``prepare_store`` evicts a victim (its slot
+    freed, out of the eviction order, an ARC ghost), and subscribers learn of it at the
+    next ``take_events``. A key that is not READY with no readers (absent, STORING,
+    being read) raises ``NotEvictable`` for the whole call and nothing changes.
+
+    pre: not broken_invariants(state)
+    post: __return__[0].next_ticket == state.next_ticket
+    post: __return__[0].orphans == state.orphans
+    post: all(__return__[0].phase(k) is Phase.ABSENT for k in keys)
+    raises: NotEvictable
+    """
+    keys = unique(keys)
+    pinned = tuple(k for k in keys if k not in state.evictable())
+    if pinned:
+        raise NotEvictable(f"only READY blocks with no readers may be evicted in the "
+                           f"background; not evictable: {pinned!r}", keys=pinned)
+    recency = state.recency
+    for key in keys:
+        recency = recency.evicted(key)
+    gone = frozenset(state.table[k] for k in keys)
+    return replace(state, blocks=state.blocks - gone, recency=recency), None
 
 
 # --- helpers ---------------------------------------------------------------------

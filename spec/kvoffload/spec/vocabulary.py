@@ -46,6 +46,19 @@ class Policy(enum.Enum):
     ARC = "arc"
 
 
+class Eviction(enum.Enum):
+    """When a tier may evict a block (decision D14): a setting of the environment,
+    chosen per engine, never a behaviour the spec picks at random."""
+
+    ON_STORE = "on-store"
+    """Only inside ``prepare_store``, to make room for its keys (vLLM, LMCache): the
+    default. A READY block stays until a store evicts it or a reset drops it."""
+    BACKGROUND = "background"
+    """Also between calls, on the tier's own initiative (Mooncake's master): the
+    environment transition ``evict_in_background`` may take any READY block with no
+    readers at any time. Opt-in."""
+
+
 class CopyKind(enum.Enum):
     """What a running copy does to its offloaded slot."""
 
