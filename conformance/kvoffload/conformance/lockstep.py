@@ -276,10 +276,7 @@ class Lockstep:
             else:
                 _, exact = apply(self.state, call)  # the spec's own choices: never misuse
                 answer = self.call_target(call)
-            if answer.error is not None:
-                compare.unexpected_error(self, call, answer.error, exact)
-            self.state, plan = compare.check_store(self, call, exact, answer.value)
-            return plan
+            return self._judge_store(call, exact, answer)
         try:
             new_state, expected = apply(self.state, call)
         except MisuseError as misuse:
@@ -289,7 +286,18 @@ class Lockstep:
             return misuse
         if self.deferring and call.op in DEFERRED:
             return self._defer(call, new_state, expected)
-        answer = self.call_target(call)
+        return self._judge_output(call, new_state, expected, self.call_target(call))
+
+    def _judge_store(self, call: Call, exact: Output, answer: TargetAnswer) -> Output:
+        """Judge a store's ``answer`` against the spec's own choices ``exact``."""
+        if answer.error is not None:
+            compare.unexpected_error(self, call, answer.error, exact)
+        self.state, plan = compare.check_store(self, call, exact, answer.value)
+        return plan
+
+    def _judge_output(self, call: Call, new_state: CacheState, expected: Output,
+                      answer: TargetAnswer) -> Output:
+        """Judge ``answer`` against the spec's ``expected``; the state moves to ``new_state``."""
         if answer.error is not None:
             compare.unexpected_error(self, call, answer.error, expected)
         self._check(call, new_state, expected, answer.value)
@@ -360,11 +368,7 @@ class Lockstep:
     def _judge(self, call: Call, answer: TargetAnswer) -> Output | MisuseError:
         """Judge ``answer`` to ``call`` against the spec's state now; move the state on."""
         if call.op is Op.PREPARE_STORE:
-            _, exact = apply(self.state, call)
-            if answer.error is not None:
-                compare.unexpected_error(self, call, answer.error, exact)
-            self.state, plan = compare.check_store(self, call, exact, answer.value)
-            return plan
+            return self._judge_store(call, apply(self.state, call)[1], answer)
         try:
             new_state, expected = apply(self.state, call)
         except MisuseError as misuse:  # only after an eviction: the key is gone now
@@ -379,11 +383,7 @@ class Lockstep:
                                       "returned normally" if error is None
                                       else error_text(error))]) from None
             return misuse
-        if answer.error is not None:
-            compare.unexpected_error(self, call, answer.error, expected)
-        self._check(call, new_state, expected, answer.value)
-        self.state = new_state
-        return expected
+        return self._judge_output(call, new_state, expected, answer)
 
     def _gone(self, call: Call, answer: TargetAnswer) -> tuple[frozenset[Key], frozenset[Key]]:
         """The READY blocks with no readers that the target no longer holds: first those
