@@ -243,11 +243,9 @@ class Lockstep:
     # --- one call --------------------------------------------------------------------
 
     def _dispatch(self, call: Call) -> Output | MisuseError:
-        if self.pending and call.op not in DEFERRED:
-            self.settle()
         if call.op is Op.PREPARE_STORE:
-            if self.deferring:  # sent first: the host works while the spec chooses
-                chosen: list[tuple[CacheState, Output]] = []
+            if self.deferring:  # sent first, behind the calls pending (one round trip):
+                chosen: list[tuple[CacheState, Output]] = []  # the host works meanwhile
                 answer = self._batch([call], lambda: chosen.append(apply(self.state, call)))[0]
                 _, exact = chosen[0]
             else:
@@ -260,9 +258,7 @@ class Lockstep:
         try:
             new_state, expected = apply(self.state, call)
         except MisuseError as misuse:
-            if self.pending:
-                self.settle()
-            self._expect_rejection(call, misuse)
+            self._expect_rejection(call, misuse)  # a host's: the calls pending settled first
             return misuse
         if self.deferring and call.op in DEFERRED:
             return self._defer(call, new_state, expected)
@@ -338,8 +334,11 @@ class Lockstep:
 
     def _batch(self, calls: list[Call],
                 meanwhile: Callable[[], object] | None = None) -> list[TargetAnswer]:
-        """Send ``calls`` to the host at once, run ``meanwhile``, then read their answers
-        in order (a call that overruns the timeout is a liveness violation)."""
+        """Send ``calls`` to the host at once, behind the calls pending, run
+        ``meanwhile``, compare the answers of the calls pending (:meth:`settle`), then read
+        the answers of ``calls`` in order (a call that overruns the timeout is a liveness
+        violation). One write and one wait: settling first would cost a round trip more
+        (before a store, the commonest: about 2,400 in 9,300 steps, issue 22)."""
         for call in calls:
             sent = call
             if call.ticket is not None:
@@ -348,6 +347,7 @@ class Lockstep:
         if meanwhile is not None:
             self.adapter.flush()  # type: ignore[attr-defined]  # deferring: a host's adapter
             meanwhile()
+        self.settle()  # their answers come first on the channel
         answers = []
         for call in calls:
             try:
