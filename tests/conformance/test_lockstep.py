@@ -299,10 +299,9 @@ def test_a_store_goes_with_the_calls_pending_in_one_round_trip() -> None:
         run.step(call)
     run.settle()
     assert _waits(adapter.log) == 2  # the first store; the three calls with the second
-    assert adapter.log == ["post prepare_store", "flush", "collect",
+    assert adapter.log == ["post prepare_store", "collect",
                            "post lookup", "post touch", "post complete_store",
-                           "post prepare_store", "flush", "collect", "collect", "collect",
-                           "collect"]
+                           "post prepare_store", "collect", "collect", "collect", "collect"]
 
 
 def test_a_rejected_call_goes_with_the_calls_pending_in_one_round_trip() -> None:
@@ -322,3 +321,38 @@ def test_a_wrong_answer_pending_before_a_store_is_reported_at_its_own_call() -> 
         run.step(c(PS, "b"))
     assert raised.value.prop == "lookup"
     assert raised.value.trace == (c(PS, "a"), c(L, "a"))
+
+
+def test_a_store_the_spec_rejects_waits_for_no_answer() -> None:
+    adapter = Deferring(OffloadManager(1))
+    run = Lockstep(adapter, CheckConfig(capacity=1))  # type: ignore[arg-type]  # a host's adapter, in process
+    for call in [c(PS, "a"), c(PS, "b")]:  # b cannot fit while a is being stored
+        run.step(call)
+    assert adapter.log == ["post prepare_store", "collect", "post prepare_store"]
+    run.settle()
+    assert adapter.log[-1] == "collect"
+
+
+class AcceptsWhenFull(OffloadManager):
+    """Accepts a store that cannot fit (a plan into slot 0, evicting nothing)."""
+
+    def prepare_store(self, keys: Iterable[Key]) -> StorePlan | StoreRejected:
+        keys = list(keys)
+        plan = super().prepare_store(keys)
+        if isinstance(plan, StoreRejected):
+            return StorePlan(keys=tuple(keys), slots=(0,) * len(keys), evicted=(), epoch=0,
+                             ticket=99)
+        return plan
+
+
+def test_a_store_accepted_that_the_spec_rejects_is_reported_at_its_own_call() -> None:
+    adapter = Deferring(AcceptsWhenFull(1))
+    run = Lockstep(adapter, CheckConfig(capacity=1))  # type: ignore[arg-type]  # a host's adapter, in process
+    trace = [c(PS, "a"), c(PS, "b")]  # b cannot fit while a is being stored
+    for call in trace:
+        run.step(call)
+    run.step(c(L, "a"))
+    with pytest.raises(PropertyViolation) as raised:
+        run.settle()
+    assert raised.value.prop == "rejection"
+    assert raised.value.trace == tuple(trace)
