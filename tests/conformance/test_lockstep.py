@@ -304,12 +304,38 @@ def test_a_store_goes_with_the_calls_pending_in_one_round_trip() -> None:
                            "post prepare_store", "collect", "collect", "collect", "collect"]
 
 
-def test_a_rejected_call_goes_with_the_calls_pending_in_one_round_trip() -> None:
+def test_a_rejected_call_and_its_probes_wait_for_no_answer() -> None:
     adapter = Deferring(OffloadManager(2))
     run = Lockstep(adapter, CheckConfig(capacity=2))  # type: ignore[arg-type]  # a host's adapter, in process
     for call in [c(PS, "a"), c(L, "a"), c(PL, "a")]:  # a is still being stored: misuse
         run.step(call)
+    assert adapter.log == ["post prepare_store", "collect", "post lookup",
+                           "post lookup", "post prepare_load", "post lookup"]
+    run.settle()
+    assert adapter.log[-4:] == ["collect"] * 4
     assert _waits(adapter.log) == 2
+
+
+class AcceptsALoadOfABlockBeingStored(OffloadManager):
+    """Answers a load of a key still being stored with a plan (the spec rejects it)."""
+
+    def prepare_load(self, keys: Iterable[Key]) -> LoadPlan:
+        try:
+            return super().prepare_load(keys)
+        except NotReadable:
+            return LoadPlan(keys=tuple(keys), slots=(0,), epoch=0, ticket=98)
+
+
+def test_a_misuse_accepted_is_reported_at_its_own_call_when_judged_later() -> None:
+    adapter = Deferring(AcceptsALoadOfABlockBeingStored(2))
+    run = Lockstep(adapter, CheckConfig(capacity=2))  # type: ignore[arg-type]  # a host's adapter, in process
+    trace = [c(PS, "a"), c(PL, "a")]
+    for call in trace:
+        run.step(call)
+    with pytest.raises(PropertyViolation) as raised:
+        run.step(c(PS, "b"))  # the store waits: the rejection is judged first
+    assert raised.value.prop == "misuse"
+    assert raised.value.trace == tuple(trace)
 
 
 def test_a_wrong_answer_pending_before_a_store_is_reported_at_its_own_call() -> None:
