@@ -51,9 +51,10 @@ DEFERRED = frozenset({Op.LOOKUP, Op.TOUCH, Op.COMPLETE_STORE, Op.COMPLETE_LOAD,
 """Calls whose answer the spec's next state does not depend on: to a target in a host
 (an adapter with ``post``), they are sent without waiting, and their answers compared,
 in order, before the next call whose answer the spec needs (a store plan: the target's
-victims and slots; a completion naming a load's ticket not read yet), a rejected call,
-or at the end. A store the spec rejects is deferred too (the target must reject it:
-no choice of its own feeds the spec; about half the stores of a default run)."""
+victims and slots; a completion naming a load's ticket not read yet), or at the end.
+A store the spec rejects is deferred too (the target must reject it: no choice of its
+own feeds the spec; about half the stores of a default run), and so is a call the spec
+rejects as misuse, with its probes (:meth:`Lockstep._defer_rejection`)."""
 WINDOW = 64
 """At most this many calls sent and not yet compared."""
 
