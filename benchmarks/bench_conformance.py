@@ -8,6 +8,7 @@ without Hypothesis, so the suite's own overhead shows as a ratio.
 
     python benchmarks/bench_conformance.py [--kills 10] [--runs 1] [--rounds 5]
     python benchmarks/bench_conformance.py --boundary BEFORE_TREE --rounds 3 --kills 10
+    python benchmarks/bench_conformance.py --round-trips
 
 The overhead ratio (a whole ``check`` call / a lockstep call alone) is measured in
 interleaved rounds, each timing a short check and then the lockstep alone, so both
@@ -271,6 +272,32 @@ def boundary_rounds(before: str, rounds: int, kills: int) -> None:
                   + (f"; host start-up {_spread(starts, 's')}" if starts else ""))
 
 
+def round_trips(examples: int = 60, seed: int = 1) -> tuple[int, int]:
+    """(round trips, steps) of one ``kvoffload check`` of the reference in a host: the
+    judge's writes to the host, each followed by a wait for an answer (counted by
+    wrapping ``HostProcess.flush``, which every write goes through)."""
+    from kvoffload.conformance import remote
+
+    writes = [0]
+    flush = remote.HostProcess.flush
+
+    def counting(self: remote.HostProcess) -> None:
+        if self.outgoing:
+            writes[0] += 1
+        flush(self)
+
+    remote.HostProcess.flush = counting  # type: ignore[method-assign]  # counting, restored below
+    try:
+        os.environ.pop("KVOFFLOAD_IN_PROCESS", None)  # the default: a host
+        result = run_check("kvoffload.impl:OffloadManager",
+                           CheckConfig(seed=seed, max_examples=examples))
+    finally:
+        remote.HostProcess.flush = flush  # type: ignore[method-assign]  # restored
+    if result.verdict != "conforms":
+        raise SystemExit(f"the reference did not conform: {result.violation}")
+    return writes[0], result.steps
+
+
 def _spread(values: list[float], unit: str = "") -> str:
     return (f"median {statistics.median(values):,.3g}{' ' + unit if unit else ''} "
             f"(spread {min(values):,.3g} to {max(values):,.3g})")
@@ -285,7 +312,15 @@ def main() -> None:
                         help="issue 22: time the default kvoffload check and vLLM 0.20.2's "
                              "kill in BEFORE_TREE (a checkout) and in this tree, alternating "
                              "--rounds times")
+    parser.add_argument("--round-trips", action="store_true",
+                        help="issue 22: count the judge's round trips to its host in "
+                             "kvoffload check --max-examples 60 --seed 1 of the reference")
     args = parser.parse_args()
+    if args.round_trips:
+        trips, steps = round_trips()
+        print(f"round trips to the host, kvoffload check --max-examples 60 --seed 1: "
+              f"{trips:,} for {steps:,} steps ({trips / steps:.2f} per step)")
+        return
     if args.boundary is not None:
         boundary_rounds(args.boundary, args.rounds, args.kills)
         return

@@ -16,7 +16,7 @@ from kvoffload.conformance import mutants
 from kvoffload.conformance.adapter_api import RETRY, Reported
 from kvoffload.conformance.config import CheckConfig, Level, Profile
 from kvoffload.conformance.errors import PropertyViolation
-from kvoffload.conformance.lockstep import lookup_agrees, replay
+from kvoffload.conformance.lockstep import Lockstep, lookup_agrees, replay
 from kvoffload.conformance.native import NativeAdapter
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import (
@@ -32,6 +32,7 @@ from kvoffload.spec import (
     StorePlan,
     StoreRejected,
 )
+from kvoffload.spec.calls import send
 from kvoffload.spec.scenarios import SCENARIOS, Scenario
 
 MISS, PENDING, HIT = LookupResult.MISS, LookupResult.PENDING, LookupResult.HIT
@@ -241,3 +242,143 @@ def test_the_spec_scenarios_replay_in_lockstep(scenario: Scenario, manager: type
 def test_lookup_profiles(profile: Profile, spec: LookupResult, got: Reported,
                          agrees: bool) -> None:
     assert lookup_agrees(profile, spec, got) is agrees
+
+
+# --- a host's adapter: calls sent without waiting, answers read later (issue 22) ---------
+
+
+class Deferring:
+    """A NativeAdapter behind the interface of a host's adapter (post, flush, collect),
+    in process: each call is made when posted, its answer handed out at collect. Records
+    the order, so a test can count round trips (a collect after a flush waits for the
+    host)."""
+
+    times_itself = True
+
+    def __init__(self, manager: OffloadManager) -> None:
+        self.inner = NativeAdapter(manager)
+        self.log: list[str] = []
+        self.answers: list[tuple[object, BaseException | None]] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def post(self, call: Call) -> None:
+        self.log.append(f"post {call.op.value}")
+        try:
+            self.answers.append((send(self.inner, call), None))
+        except Exception as error:  # the target's answer
+            self.answers.append((None, error))
+
+    def flush(self) -> None:
+        self.log.append("flush")
+
+    def collect(self, op: Op) -> object:
+        self.log.append("collect")
+        value, error = self.answers.pop(0)
+        if error is not None:
+            raise error
+        return value
+
+
+def _waits(log: list[str]) -> int:
+    """Round trips: the times the judge reads an answer after sending something new."""
+    waits, sent = 0, False
+    for entry in log:
+        if entry.startswith("post"):
+            sent = True
+        elif entry == "collect" and sent:
+            waits, sent = waits + 1, False
+    return waits
+
+
+def test_a_store_goes_with_the_calls_pending_in_one_round_trip() -> None:
+    adapter = Deferring(OffloadManager(2))
+    run = Lockstep(adapter, CheckConfig(capacity=2))  # type: ignore[arg-type]  # a host's adapter, in process
+    for call in [c(PS, "a"), c(L, "a"), c(T, "a"), c(CS, "a", ticket=0), c(PS, "b")]:
+        run.step(call)
+    run.settle()
+    assert _waits(adapter.log) == 2  # the first store; the three calls with the second
+    assert adapter.log == ["post prepare_store", "collect",
+                           "post lookup", "post touch", "post complete_store",
+                           "post prepare_store", "collect", "collect", "collect", "collect"]
+
+
+def test_a_rejected_call_and_its_probes_wait_for_no_answer() -> None:
+    adapter = Deferring(OffloadManager(2))
+    run = Lockstep(adapter, CheckConfig(capacity=2))  # type: ignore[arg-type]  # a host's adapter, in process
+    for call in [c(PS, "a"), c(L, "a"), c(PL, "a")]:  # a is still being stored: misuse
+        run.step(call)
+    assert adapter.log == ["post prepare_store", "collect", "post lookup",
+                           "post lookup", "post prepare_load", "post lookup"]
+    run.settle()
+    assert adapter.log[-4:] == ["collect"] * 4
+    assert _waits(adapter.log) == 2
+
+
+class AcceptsALoadOfABlockBeingStored(OffloadManager):
+    """Answers a load of a key still being stored with a plan (the spec rejects it)."""
+
+    def prepare_load(self, keys: Iterable[Key]) -> LoadPlan:
+        try:
+            return super().prepare_load(keys)
+        except NotReadable:
+            return LoadPlan(keys=tuple(keys), slots=(0,), epoch=0, ticket=98)
+
+
+def test_a_misuse_accepted_is_reported_at_its_own_call_when_judged_later() -> None:
+    adapter = Deferring(AcceptsALoadOfABlockBeingStored(2))
+    run = Lockstep(adapter, CheckConfig(capacity=2))  # type: ignore[arg-type]  # a host's adapter, in process
+    trace = [c(PS, "a"), c(PL, "a")]
+    for call in trace:
+        run.step(call)
+    with pytest.raises(PropertyViolation) as raised:
+        run.step(c(PS, "b"))  # the store waits: the rejection is judged first
+    assert raised.value.prop == "misuse"
+    assert raised.value.trace == tuple(trace)
+
+
+def test_a_wrong_answer_pending_before_a_store_is_reported_at_its_own_call() -> None:
+    adapter = Deferring(mutants.LookupPendingAsMiss(2))
+    run = Lockstep(adapter, CheckConfig(capacity=2))  # type: ignore[arg-type]  # a host's adapter, in process
+    run.step(c(PS, "a"))
+    run.step(c(L, "a"))  # MISS for a block being stored: compared at the next store
+    with pytest.raises(PropertyViolation) as raised:
+        run.step(c(PS, "b"))
+    assert raised.value.prop == "lookup"
+    assert raised.value.trace == (c(PS, "a"), c(L, "a"))
+
+
+def test_a_store_the_spec_rejects_waits_for_no_answer() -> None:
+    adapter = Deferring(OffloadManager(1))
+    run = Lockstep(adapter, CheckConfig(capacity=1))  # type: ignore[arg-type]  # a host's adapter, in process
+    for call in [c(PS, "a"), c(PS, "b")]:  # b cannot fit while a is being stored
+        run.step(call)
+    assert adapter.log == ["post prepare_store", "collect", "post prepare_store"]
+    run.settle()
+    assert adapter.log[-1] == "collect"
+
+
+class AcceptsWhenFull(OffloadManager):
+    """Accepts a store that cannot fit (a plan into slot 0, evicting nothing)."""
+
+    def prepare_store(self, keys: Iterable[Key]) -> StorePlan | StoreRejected:
+        keys = list(keys)
+        plan = super().prepare_store(keys)
+        if isinstance(plan, StoreRejected):
+            return StorePlan(keys=tuple(keys), slots=(0,) * len(keys), evicted=(), epoch=0,
+                             ticket=99)
+        return plan
+
+
+def test_a_store_accepted_that_the_spec_rejects_is_reported_at_its_own_call() -> None:
+    adapter = Deferring(AcceptsWhenFull(1))
+    run = Lockstep(adapter, CheckConfig(capacity=1))  # type: ignore[arg-type]  # a host's adapter, in process
+    trace = [c(PS, "a"), c(PS, "b")]  # b cannot fit while a is being stored
+    for call in trace:
+        run.step(call)
+    run.step(c(L, "a"))
+    with pytest.raises(PropertyViolation) as raised:
+        run.settle()
+    assert raised.value.prop == "rejection"
+    assert raised.value.trace == tuple(trace)

@@ -17,10 +17,25 @@ import pytest
 
 from kvoffload.conformance import check
 from kvoffload.conformance import remote as remote_module
+from kvoffload.conformance.adapter_api import RETRY
 from kvoffload.conformance.cli import main
 from kvoffload.conformance.errors import Untranslatable
-from kvoffload.conformance.protocol import ProtocolError, loads, read_value
-from kvoffload.spec import Op
+from kvoffload.conformance.protocol import (
+    NOT_RETURNED,
+    LineCache,
+    ProtocolError,
+    call_line,
+    call_message,
+    dumps,
+    loads,
+    raised_message,
+    read_call_line,
+    read_returned_line,
+    read_value,
+    value_line,
+    value_message,
+)
+from kvoffload.spec import Call, LookupResult, Op
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="hosts need POSIX")
 
@@ -29,21 +44,24 @@ SMALL = ["--max-examples", "5", "--steps", "30", "--seed", "3", "--no-database",
 
 
 def recorded_session(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """Every message the judge sends and receives from now on (appended as they go)."""
+    """Every message the judge sends and receives from now on (appended as they go),
+    read back from the bytes on the channel."""
     messages: list[dict[str, Any]] = []
-    send, receive = remote_module.HostProcess.send, remote_module.HostProcess.receive
+    send, receive = remote_module.HostProcess.send_line, remote_module.HostProcess.receive_line
 
-    def sending(self: Any, message: dict[str, Any], now: bool = True) -> None:
-        messages.append(message)
-        send(self, message, now)
+    def sending(self: Any, line: bytes, now: bool = True) -> None:
+        assert line.endswith(b"\n")
+        assert line.count(b"\n") == 1
+        messages.append(json.loads(line))
+        send(self, line, now)
 
-    def receiving(self: Any, timeout: float, during: str) -> dict[str, Any]:
-        answer: dict[str, Any] = receive(self, timeout, during)
-        messages.append(answer)
-        return answer
+    def receiving(self: Any, timeout: float, during: str) -> bytes:
+        line: bytes = receive(self, timeout, during)
+        messages.append(json.loads(line))
+        return line
 
-    monkeypatch.setattr(remote_module.HostProcess, "send", sending)
-    monkeypatch.setattr(remote_module.HostProcess, "receive", receiving)
+    monkeypatch.setattr(remote_module.HostProcess, "send_line", sending)
+    monkeypatch.setattr(remote_module.HostProcess, "receive_line", receiving)
     return messages
 
 
@@ -191,3 +209,53 @@ def test_in_process_is_explicit_and_the_default_is_a_host(
     assert result.verdict == "conforms"
     assert messages
     assert result.extra["host_start_s"] > 0
+
+
+# --- the line caches: a line read again reads as it did, validation included ---------
+
+
+def test_a_call_line_is_its_message_encoded() -> None:
+    calls = [Call(Op.LOOKUP, ("a",)), Call(Op.COMPLETE_STORE, ("a", 2), success=False, ticket=7),
+             Call(Op.RESET_CACHE), Call(Op.TAKE_EVENTS)]
+    for call in [*calls, *calls]:
+        assert call_line(call) == dumps(call_message(call))
+        assert read_call_line(call_line(call)) == call
+
+
+def test_a_call_line_is_read_strictly_every_time() -> None:
+    bad = b'{"request":"call","call":{"op":"lookup","keys":[["a"]]}}\n'
+    for _ in range(2):
+        with pytest.raises(ProtocolError):
+            read_call_line(bad)
+    assert read_call_line(b'{"request":"bye"}\n') is None
+
+
+@pytest.mark.parametrize(("op", "value"), [
+    (Op.LOOKUP, LookupResult.HIT), (Op.LOOKUP, RETRY), (Op.LOOKUP, 1), (Op.TOUCH, None),
+    (Op.COMPLETE_LOAD, None), (Op.RESET_CACHE, None), (Op.RESET_CACHE, True),
+    (Op.RESET_CACHE, 1), (Op.LOOKUP, None),
+])
+def test_an_answer_line_is_its_message_encoded(op: Op, value: object) -> None:
+    assert value_line(op, value) == dumps(value_message(op, value))
+
+
+def test_an_answer_line_read_again_reads_the_same_and_a_wrong_one_fails_again() -> None:
+    line = dumps(value_message(Op.LOOKUP, LookupResult.PENDING))
+    assert read_returned_line(Op.LOOKUP, line) is LookupResult.PENDING
+    assert read_returned_line(Op.LOOKUP, line) is LookupResult.PENDING
+    with pytest.raises(Untranslatable):  # the same line, answering another call
+        read_returned_line(Op.RESET_CACHE, line)
+    wrong = b'{"answer":"returned","value":{"kind":"reset","epoch":true}}\n'
+    for _ in range(2):
+        with pytest.raises(Untranslatable):
+            read_returned_line(Op.RESET_CACHE, wrong)
+    raised = dumps(raised_message("E", None, "no", False))
+    assert read_returned_line(Op.LOOKUP, raised) is NOT_RETURNED
+
+
+def test_a_line_cache_stays_bounded() -> None:
+    cache = LineCache()
+    for i in range(LineCache.LIMIT + 10):
+        cache.keep(i, i)
+    assert len(cache) <= LineCache.LIMIT
+    assert cache[LineCache.LIMIT + 9] == LineCache.LIMIT + 9

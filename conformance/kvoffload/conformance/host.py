@@ -34,7 +34,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, BinaryIO
 
-from kvoffload.spec.calls import send
+from kvoffload.spec.calls import Call, send
 
 from .adapter_api import Adapter
 from .errors import TargetLoadError, Untranslatable, UsageError
@@ -45,10 +45,10 @@ from .protocol import (
     hello_answer,
     loads,
     raised_message,
-    read_call,
+    read_call_line,
     refused_message,
     untranslatable_message,
-    value_message,
+    value_line,
 )
 
 
@@ -66,8 +66,9 @@ class _Channel:
             os.dup2(null, 1)
         os.close(null)
 
-    def send(self, message: dict[str, Any]) -> None:
-        data = dumps(message)
+    def send(self, data: bytes) -> None:
+        """One answer line, written at once (the judge times each answer as it comes:
+        an answer held back behind a call that hangs would be blamed on that call)."""
         while data:
             data = data[os.write(self.out, data):]
 
@@ -177,8 +178,8 @@ class Host:
         answer["answer"] = "built"
         return answer
 
-    def call(self, body: object) -> dict[str, Any]:
-        call = read_call(body)
+    def call(self, call: Call) -> bytes:
+        """The answer line to ``call`` on the current instance."""
         adapter = self.adapter
         if adapter is None:
             raise ProtocolError("a call before any target was built")
@@ -186,14 +187,14 @@ class Host:
         try:
             value = send(adapter, call)
         except Untranslatable as error:
-            return untranslatable_message(error.prop, error.message)
+            return dumps(untranslatable_message(error.prop, error.message))
         except BaseException as error:  # whatever the target raised is its answer
-            return _raised(adapter, error)
+            return dumps(_raised(adapter, error))
         finally:
             _InCall.now = False
             if os.getpid() != _HOST_PID:  # a child the target forked, back from the call:
                 os._exit(0)  # only the host answers on the channel
-        return value_message(call.op, value)
+        return value_line(call.op, value)
 
 
 def _raised(adapter: Adapter, error: BaseException) -> dict[str, Any]:
@@ -219,16 +220,20 @@ def serve(channel: _Channel, host: Host) -> bool:
     handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
         "hello": host.hello,
         "new": lambda m: host.new(int(m.get("capacity", 0))),
-        "call": lambda m: host.call(m.get("call")),
     }
+    readline = channel.reader.readline
     while True:
         try:
-            line = channel.reader.readline()
+            line = readline()
         except KeyboardInterrupt:  # a SIGINT between calls: nobody's to take
             continue
         if not line:
             return False
         try:
+            call = read_call_line(line)  # most lines: read once per session (LineCache)
+            if call is not None:
+                channel.send(host.call(call))
+                continue
             message = loads(line)
             request = message.get("request")
             if request == "bye":
@@ -239,7 +244,7 @@ def serve(channel: _Channel, host: Host) -> bool:
             answer = handler(message)
         except ProtocolError as error:
             answer = {"answer": "refused", "kind": "protocol", "message": str(error)}
-        channel.send(answer)
+        channel.send(dumps(answer))
 
 
 def main(argv: list[str] | None = None) -> int:

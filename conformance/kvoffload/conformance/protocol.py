@@ -61,6 +61,24 @@ def dumps(message: Mapping[str, Any]) -> bytes:
     return (_ENCODER.encode(message) + "\n").encode()
 
 
+class LineCache(dict[Any, Any]):
+    """What was made of a line before (its call, its answer, its encoding): a session
+    repeats few distinct lines (a lookup of the same key, the same completion), so each
+    side reads or writes most of them once. Only what a line alone determines is kept,
+    and only immutable values (a Call, a reading of an answer, bytes), so a line read
+    from the cache is the line read again, validation included. Bounded: when full, it
+    starts again empty."""
+
+    LIMIT = 4096
+    """Entries kept; lines longer than :data:`LONGEST` are not kept at all."""
+    LONGEST = 512
+
+    def keep(self, key: Any, value: Any) -> None:
+        if len(self) >= self.LIMIT:
+            self.clear()
+        self[key] = value
+
+
 def loads(line: bytes) -> dict[str, Any]:
     """One line as a message object; raises ProtocolError if it is none."""
     try:
@@ -109,6 +127,20 @@ def call_message(call: Call) -> dict[str, Any]:
     return {"request": "call", "call": body}
 
 
+_CALL_LINES = LineCache()
+
+
+def call_line(call: Call) -> bytes:
+    """:func:`call_message` as its line (the same bytes; a call sent before is not
+    encoded again)."""
+    line = _CALL_LINES.get(call)
+    if line is None:
+        line = dumps(call_message(call))
+        if len(line) <= LineCache.LONGEST:
+            _CALL_LINES.keep(call, line)
+    return line
+
+
 BYE = {"request": "bye"}
 """The last request: the host ends (it is not answered)."""
 
@@ -129,6 +161,26 @@ def read_call(body: object) -> Call:
         return Call(_OPS[body["op"]], tuple(keys), success=success, ticket=ticket)
     except ValueError as error:  # MalformedCall: not a call of the API
         raise ProtocolError(f"malformed call {body!r}: {error}") from error
+
+
+_CALLS = LineCache()
+
+
+def read_call_line(line: bytes) -> Call | None:
+    """The call a ``call`` request line carries, or None if the line is not a ``call``
+    request (any other request, or not JSON); raises ProtocolError for a ``call`` request
+    whose call is malformed. The host's reading of the judge's lines: a line read before
+    is not parsed again."""
+    call: Call | None = _CALLS.get(line)
+    if call is not None:
+        return call
+    message = loads(line)
+    if message.get("request") != "call":
+        return None
+    call = read_call(message.get("call"))
+    if len(line) <= LineCache.LONGEST:
+        _CALLS.keep(line, call)
+    return call
 
 
 def _is_key(value: object) -> bool:
@@ -220,6 +272,22 @@ def _value(op: Op, value: object) -> dict[str, Any]:
     return {"kind": "none"}
 
 
+_SHARED_LINES: dict[object, bytes] = {
+    result: dumps(value_message(Op.LOOKUP, result)) for result in (*LookupResult, RETRY)}
+_NONE_LINE = dumps(value_message(Op.TOUCH, None))
+_NONE_OPS = frozenset(Op) - {Op.LOOKUP, Op.RESET_CACHE}
+
+
+def value_line(op: Op, value: object) -> bytes:
+    """:func:`value_message` as its line (the same bytes; the answers most calls get,
+    a lookup's result and "none", are encoded once)."""
+    if op is Op.LOOKUP and (value is RETRY or type(value) is LookupResult):
+        return _SHARED_LINES[value]
+    if value is None and op in _NONE_OPS:
+        return _NONE_LINE
+    return dumps(value_message(op, value))
+
+
 _LOOKUPS: dict[str, Reported] = {"MISS": LookupResult.MISS, "PENDING": LookupResult.PENDING,
                                  "HIT": LookupResult.HIT, "RETRY": RETRY}
 _EXPECTED_KIND = {Op.LOOKUP: ("lookup",), Op.PREPARE_STORE: ("store_plan", "rejected"),
@@ -229,6 +297,32 @@ _EXPECTED_KIND = {Op.LOOKUP: ("lookup",), Op.PREPARE_STORE: ("store_plan", "reje
 _PROP_OF = {Op.LOOKUP: "lookup", Op.PREPARE_STORE: "store-plan", Op.PREPARE_LOAD: "load-plan",
             Op.COMPLETE_LOAD: "completion", Op.COMPLETE_STORE: "completion", Op.TOUCH: "crash",
             Op.RESET_CACHE: "epochs", Op.TAKE_EVENTS: "events"}
+
+
+_VALUES = LineCache()
+
+
+def read_returned_line(op: Op, line: bytes) -> object:
+    """The judge's reading of a ``returned`` answer line to a call of ``op`` (what
+    :func:`read_value` makes of its value), or :data:`NOT_RETURNED` if the line is some
+    other answer (then read it with :func:`loads`). Raises as :func:`read_value` does;
+    ProtocolError if the line is not JSON. A line read before is not parsed again (what
+    it was read as is immutable: enums, frozen dataclasses of tuples, ints)."""
+    key = (op, line)
+    value = _VALUES.get(key, NOT_RETURNED)
+    if value is not NOT_RETURNED:
+        return value
+    message = loads(line)
+    if message.get("answer") != "returned":
+        return NOT_RETURNED
+    value = read_value(op, message.get("value"))
+    if len(line) <= LineCache.LONGEST:
+        _VALUES.keep(key, value)
+    return value
+
+
+NOT_RETURNED: Any = object()
+"""What :func:`read_returned_line` gives for an answer that is not ``returned``."""
 
 
 def read_value(op: Op, value: object) -> object:

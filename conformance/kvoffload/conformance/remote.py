@@ -54,16 +54,17 @@ from .guard import CallTimeout
 from .isolation import IN_PROCESS
 from .protocol import (
     BYE,
+    NOT_RETURNED,
     PROTOCOL_VERSION,
     ProtocolError,
-    call_message,
+    call_line,
     config_fields,
     dumps,
     hello_message,
     loads,
     new_message,
     read_hello,
-    read_value,
+    read_returned_line,
 )
 from .targets import Prepared, prepare
 
@@ -200,7 +201,11 @@ class HostProcess:
         """Send ``message``; with ``now`` False it waits in a buffer until the next
         :meth:`receive` (each write wakes the host: one write per round trip, not per
         call, is most of what a deferred call saves)."""
-        self.outgoing.append(dumps(message))
+        self.send_line(dumps(message), now)
+
+    def send_line(self, line: bytes, now: bool = True) -> None:
+        """:meth:`send` for a message already encoded (:func:`.protocol.call_line`)."""
+        self.outgoing.append(line)
         if now:
             self.flush()
 
@@ -229,16 +234,27 @@ class HostProcess:
         """The next answer; raises HostFailure (the host ended, or wrote garbage:
         ``during`` says when) or HostTimeout. The host is killed in either case, and
         on any exception raised while waiting (a Ctrl-C, the judge's own timer)."""
+        line = self.receive_line(timeout, during)
+        try:
+            return loads(line)
+        except ProtocolError as error:
+            raise self.garbage(error, during) from None
+
+    def receive_line(self, timeout: float, during: str) -> bytes:
+        """The next answer's line, not read yet (:meth:`receive`); raises as it does."""
         try:
             self.flush()
-            return loads(self._line(timeout, during))
+            return self._line(timeout, during)
         except ProtocolError as error:
-            self.kill()
-            raise HostFailure(f"the host wrote what is not a protocol message {during}: "
-                              f"{error}") from None
+            raise self.garbage(error, during) from None
         except BaseException:
             self.kill()
             raise
+
+    def garbage(self, error: ProtocolError, during: str) -> HostFailure:
+        """Kill the host, which wrote what is not a message: the failure to raise."""
+        self.kill()
+        return HostFailure(f"the host wrote what is not a protocol message {during}: {error}")
 
     def _line(self, timeout: float, during: str) -> bytes:
         deadline = time.monotonic() + timeout if timeout > 0 else None
@@ -477,12 +493,13 @@ class RemoteTarget:
                 self._died()
             raise
 
-    def post(self, generation: int, message: dict[str, Any]) -> None:
-        """Send a call on the current target without waiting for its answer."""
+    def post(self, generation: int, line: bytes) -> None:
+        """Send a call (its :func:`.protocol.call_line`) on the current target without
+        waiting for its answer."""
         host = self.host
         if generation != self.generation or host is None or not host.alive:
             raise HostFailure("a call on a target that is gone (its host ended)")
-        host.send(message, now=False)
+        host.send_line(line, now=False)
         self.outstanding += 1
 
     def collect(self, op: Op) -> object:
@@ -492,7 +509,7 @@ class RemoteTarget:
         if host is None or not host.alive or not self.outstanding:
             raise HostFailure("the host ended before it answered this call")
         try:
-            answer = host.receive(self.call_timeout, "during this call")
+            line = host.receive_line(self.call_timeout, "during this call")
         except HostTimeout:
             self._died()
             raise CallTimeout from None
@@ -500,10 +517,17 @@ class RemoteTarget:
             self._died()
             raise
         self.outstanding -= 1
+        try:  # a line read before is not parsed again (LineCache)
+            value = read_returned_line(op, line)
+            if value is not NOT_RETURNED:
+                return value
+            answer = loads(line)
+        except ProtocolError as error:
+            failure = host.garbage(error, "during this call")
+            self._died()
+            raise failure from None
         kind = answer.get("answer")
         try:
-            if kind == "returned":
-                return read_value(op, answer.get("value"))
             if kind == "raised":
                 raise target_error(str(answer.get("type")), _text_or_none(answer.get("code")),
                                    str(answer.get("message")), answer.get("rejection") is True)
@@ -515,9 +539,9 @@ class RemoteTarget:
             self._died()
             raise HostFailure(f"the host wrote what is not an answer: {error}") from None
 
-    def call(self, generation: int, op: Op, message: dict[str, Any]) -> object:
+    def call(self, generation: int, op: Op, line: bytes) -> object:
         """One call on the current target, waiting for its answer."""
-        self.post(generation, message)
+        self.post(generation, line)
         return self.collect(op)
 
     def close(self) -> None:
@@ -574,11 +598,11 @@ class RemoteAdapter:
         self.name, self.capabilities = name, capabilities
 
     def _make(self, call: Call) -> Any:
-        return self.remote.call(self.generation, call.op, call_message(call))
+        return self.remote.call(self.generation, call.op, call_line(call))
 
     def post(self, call: Call) -> None:
         """Send ``call`` without waiting (the lockstep driver's deferred calls)."""
-        self.remote.post(self.generation, call_message(call))
+        self.remote.post(self.generation, call_line(call))
 
     def flush(self) -> None:
         """Send what was posted now (the host works while the judge goes on)."""
