@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hypothesis import HealthCheck, Verbosity, seed, settings
 from hypothesis.errors import Flaky
@@ -26,6 +26,10 @@ from .properties import PROPERTIES
 from .remote import startup_seconds, target_session
 from .shrink import attempt, shrink
 from .targets import Prepared, with_target_defaults
+
+if TYPE_CHECKING:
+    from .traffic.check import Pass
+    from .traffic.traces import Request
 
 _run_machine: Callable[..., None] = run_state_machine_as_test
 """Hypothesis's runner, typed here: some Hypothesis releases leave it unannotated."""
@@ -259,7 +263,7 @@ def _run_trace(result: CheckResult, prepared: Prepared, label: str,
     next pass goes on with the properties already failed silenced, until a pass ends
     clean, every checked property has failed, or ``--stop-at-first``
     (:mod:`.traffic.check`)."""
-    from .traffic.check import load_trace, play, shrink_trace_failure, trace_alphabet
+    from .traffic.check import load_trace, play, trace_alphabet
 
     config = result.config
     requests = load_trace(config.trace or "")
@@ -294,16 +298,7 @@ def _run_trace(result: CheckResult, prepared: Prepared, label: str,
                 break
             counters.failures = 1
             progress.update(counters)
-            failure = Failure(found, found_after_s=round(time.perf_counter() - start, 3),
-                              found_trace_calls=len(found.trace))
-            result.failures.append(failure)
-            failure.violation, facts = shrink_trace_failure(
-                prepared.make_adapter, caps, config, requests, done, silenced)
-            result.extra.setdefault("windows", []).append({"property": found.prop, **facts})
-            _replay(failure, prepared, config, silenced)
-            failed = {f.violation.prop for f in result.failures}
-            if (config.stop_at_first or failed >= set(result.checked)
-                    or found.timed_out or found.host_ended):
+            if not _trace_failure(result, prepared, requests, done, silenced, start):
                 break
     except Interrupted:
         result.interrupted = True
@@ -313,6 +308,27 @@ def _run_trace(result: CheckResult, prepared: Prepared, label: str,
     props = ", ".join(repr(f.violation.prop) for f in result.failures)
     progress.end(f"fails {'property' if len(result.failures) == 1 else 'properties'} "
                  f"{props}" if result.failures else result.verdict)
+
+
+def _trace_failure(result: CheckResult, prepared: Prepared, requests: Sequence[Request],
+                   done: Pass, silenced: frozenset[str], start: float) -> bool:
+    """Add the failure of a trace pass ``done``, shrunk (the shortest failing window,
+    then the shrinker) and replayed; True if another pass should follow."""
+    from .traffic.check import shrink_trace_failure
+
+    config, found = result.config, done.violation
+    if found is None:
+        raise ValueError("_trace_failure needs a pass that failed")
+    failure = Failure(found, found_after_s=round(time.perf_counter() - start, 3),
+                      found_trace_calls=len(found.trace))
+    result.failures.append(failure)
+    failure.violation, facts = shrink_trace_failure(
+        prepared.make_adapter, prepared.capabilities, config, requests, done, silenced)
+    result.extra.setdefault("windows", []).append({"property": found.prop, **facts})
+    _replay(failure, prepared, config, silenced)
+    failed = {f.violation.prop for f in result.failures}
+    return not (config.stop_at_first or failed >= set(result.checked)
+                or found.timed_out or found.host_ended)
 
 
 def _kept(error: Exception, counters: Counters,
