@@ -21,6 +21,8 @@ from kvoffload.conformance.traffic.check import load_trace
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import Op
 
+pytest_plugins = ["pytester"]
+
 PRODUCTION = 5_859
 """The Mooncake paper's local cache: 3M tokens of 512-token blocks."""
 
@@ -124,3 +126,13 @@ def test_the_whole_conversation_trace_at_production_size(tmp_path: Path) -> None
     result = check(OffloadManager, trace="conversation", capacity=PRODUCTION, seed=1)
     assert result.verdict == "conforms"
     assert result.extra["trace"]["requests"] == 12_031
+
+
+def test_the_plugin_takes_the_trace(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest(
+        "--kvoffload-target=kvoffload.conformance.mutants:LookupPendingAsMiss",
+        "--kvoffload-trace=conversation:30", "--kvoffload-capacity=2000",
+        "--kvoffload-seed=3", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*workload       the trace conversation:30*",
+                                 "*property 'lookup' violated*"])
