@@ -263,10 +263,15 @@ def _run_trace(result: CheckResult, prepared: Prepared, label: str,
     next pass goes on with the properties already failed silenced, until a pass ends
     clean, every checked property has failed, or ``--stop-at-first``
     (:mod:`.traffic.check`)."""
+    from .errors import UsageError
     from .traffic.check import load_trace, play, trace_alphabet
+    from .traffic.traces import TraceError
 
     config = result.config
-    requests = load_trace(config.trace or "")
+    try:
+        requests = load_trace(config.trace or "")
+    except TraceError as error:  # a file that breaks the format: the run cannot be made
+        raise UsageError(str(error)) from None
     caps = prepared.capabilities
     result.alphabet = trace_alphabet(caps, config.trace or "")
     counters = Counters()
@@ -302,6 +307,8 @@ def _run_trace(result: CheckResult, prepared: Prepared, label: str,
                 break
     except Interrupted:
         result.interrupted = True
+    except Exception as error:  # the target broke (a host that died, say): reported
+        result.error = result.error or error_text(error)
     result.examples, result.steps = passes, steps
     result.seconds = time.perf_counter() - start
     result.extra["cpu_s"] = round(time.process_time() - cpu, 3)

@@ -136,3 +136,16 @@ def test_the_plugin_takes_the_trace(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*workload       the trace conversation:30*",
                                  "*property 'lookup' violated*"])
+
+
+def test_a_trace_file_that_breaks_the_format_exits_2(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
+    path = tmp_path / "broken.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 512, "hash_ids": [1]}\nnot json\n')
+    assert main(["check", "--trace", str(path), "--quiet", "--no-database",
+                 "--report-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "broken.jsonl:2: not a JSON line" in err
+    assert "internal error" not in err
