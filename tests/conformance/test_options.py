@@ -65,6 +65,8 @@ def bad_values(option: Option) -> list[object]:
         return [A_FILE]
     if option.kind is Kind.FILE:
         return [A_FOLDER]
+    if option.kind is Kind.TRACE:
+        return ["no-such-trace", "", "conversation:0"]
     return ["", "'unbalanced"]
 
 

@@ -34,6 +34,7 @@ def check(
     assume: Iterable[str] = (),
     max_keys_per_call: int | None = None,
     capacity: int = 64,
+    trace: str | None = None,
     max_examples: int = 300,
     steps: int = 150,
     seed: int | None = None,

@@ -101,10 +101,10 @@ def check_prepare_load(run: Lockstep, call: Call, new: CacheState, expected: obj
     if not isinstance(got, LoadOutcome):
         raise TypeError("adapter returned a non-LoadOutcome")  # suite bug
     spec_keys: tuple[Key, ...] = tuple(getattr(expected, "keys", ()))
-    spec_slot = {b.key: b.slot for b in run.state.blocks}
+    table = run.state.table
     if got.keys is None:
         # The API reports only where to read, one slot per key named in the call.
-        wanted = tuple(spec_slot[k] for k in call.keys)
+        wanted = tuple(table[k].slot for k in call.keys)
         if got.slots != wanted:
             prop = "slots" if len(got.slots) == len(call.keys) else "load-plan"
             raise PropertyViolation(
@@ -118,7 +118,7 @@ def check_prepare_load(run: Lockstep, call: Call, new: CacheState, expected: obj
             "load-plan", f"{call} must pin {show(spec_keys)} (each key once, in call "
             f"order); the target pinned {show(got.keys)}",
             [call_row(call), ("keys", show(spec_keys), show(got.keys))])
-    wanted = tuple(spec_slot[k] for k in spec_keys)
+    wanted = tuple(table[k].slot for k in spec_keys)
     if got.slots != wanted:
         raise PropertyViolation(
             "slots", f"{call} must read {show(list(wanted))}, the slots those blocks were "
@@ -286,40 +286,47 @@ def _check_rejected(run: Lockstep, call: Call, exact: StoreRejected, got: StoreO
 def _check_victims(run: Lockstep, call: Call, exact: StorePlan, got: StoreOutcome) -> None:
     state = run.state
     candidates = state.evictable() - frozenset(call.keys)
-    rows = [call_row(call), ("evicted", show(exact.evicted), show(got.evicted)),
-            ("allowed victims", show(candidates), ""), *ex.recency_rows(state, run.config)]
+
+    def rows() -> list[tuple[str, str, str]]:  # words only when a check fails (a wide tier)
+        return [call_row(call), ("evicted", show(exact.evicted), show(got.evicted)),
+                ("allowed victims", show(candidates), ""),
+                *ex.recency_rows(state, run.config)]
+
     needed = len(exact.evicted)
     if len(got.evicted) != needed or len(set(got.evicted)) != len(got.evicted):
         raise PropertyViolation(
             "eviction-choice", f"{call} must evict exactly {needed} distinct block(s); "
-            f"the target evicted {show(got.evicted)}", rows)
+            f"the target evicted {show(got.evicted)}", rows())
     for victim in got.evicted:
         if victim not in candidates:
             raise PropertyViolation(
                 "eviction-choice", f"{call} evicted {victim!r}, which may not be evicted: "
-                f"{ex.why_not_evictable(state, victim)}", rows)
+                f"{ex.why_not_evictable(state, victim)}", rows())
     if run.config.level is Level.EXACT and set(got.evicted) != set(exact.evicted):
         raise PropertyViolation(
             "eviction-choice", f"{call} must evict {show(exact.evicted)} under "
             f"{run.config.policy.value.upper()} (--level exact); the target evicted "
-            f"{show(got.evicted)}", rows)
+            f"{show(got.evicted)}", rows())
 
 
 def _check_slots(state: CacheState, call: Call, victims: Sequence[Key],
                  got: StoreOutcome) -> None:
     cap = state.capacity
     free = set(state.free_slots()) | {state.table[k].slot for k in victims}
-    rows = [call_row(call),
-            ("free slots (after evictions)", show(tuple(sorted(free))), show(got.slots))]
+
+    def rows() -> list[tuple[str, str, str]]:  # words only when a check fails (a wide tier)
+        return [call_row(call),
+                ("free slots (after evictions)", show(tuple(sorted(free))), show(got.slots))]
+
     if len(got.slots) != len(got.keys) or len(set(got.slots)) != len(got.slots):
         raise PropertyViolation(
             "slots", f"{call} must give each of {show(got.keys)} its own slot; the target "
-            f"gave {show(list(got.slots))}", rows)
+            f"gave {show(list(got.slots))}", rows())
     for slot in got.slots:
         if not 0 <= slot < cap:
             raise PropertyViolation(
-                "slots", f"{call} handed out slot {slot}, outside 0..{cap - 1}", rows)
+                "slots", f"{call} handed out slot {slot}, outside 0..{cap - 1}", rows())
         if slot not in free:
             raise PropertyViolation(
                 "slots", f"{call} handed out slot {slot}, which is {ex.holder(state, slot)}",
-                rows)
+                rows())

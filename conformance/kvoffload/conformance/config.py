@@ -89,6 +89,9 @@ class CheckConfig:
     """At most this many keys in one generated call (0: no limit). None: the kind of
     target's default (:func:`~.targets.with_target_defaults`: 1 for ``lmcache==``, whose
     backends store one chunk per call; 0 for any other)."""
+    trace: str | None = None
+    """A request trace (``--trace``): its call stream is the run's workload, one pass on
+    a tier of ``capacity`` slots (:mod:`.traffic.check`); None: random calls."""
     target_defaults: tuple[str, ...] = ()
     """Options (field names) whose value the kind of target chose, the user giving none;
     every report's header says so."""
@@ -98,7 +101,8 @@ class CheckConfig:
         (:func:`~.options.parse_options`'s, spelled as the command line's)."""
         for option in OPTIONS:
             if option.config:
-                option.parse(getattr(self, option.name), FrontEnd.CLI)
+                option.bounded(self.trace is not None).parse(getattr(self, option.name),
+                                                             FrontEnd.CLI)
         if isinstance(self.eviction, str):  # a target's default arrives as its text
             object.__setattr__(self, "eviction", Eviction(self.eviction))
 
@@ -157,6 +161,7 @@ class CheckConfig:
             "call_timeout": self.call_timeout,
             "stop_at_first": self.stop_at_first,
             "max_keys_per_call": self.max_keys_per_call,
+            "trace": self.trace,
             "target_defaults": list(self.target_defaults),
         }
 

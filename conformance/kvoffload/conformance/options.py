@@ -25,7 +25,7 @@ import os
 import shlex
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -56,6 +56,7 @@ class Kind(enum.Enum):
     FOLDER = "a folder that can be written in (made if missing)"
     FILE = "a file that can be written"
     COMMAND = "a command line"
+    TRACE = "a request trace: a built-in trace's name or a trace file, NAME:N its first N"
 
 
 EVERYWHERE = frozenset(FrontEnd)
@@ -64,6 +65,10 @@ COMMAND_LINES = frozenset({FrontEnd.CLI, FrontEnd.PLUGIN})
 DEFAULT_CAPACITY = 64
 MAX_CAPACITY = 1024
 """The largest ``--capacity``: the spec's state, the key pool and the drain grow with it."""
+MAX_TRACE_CAPACITY = 10_000_000
+"""The largest ``--capacity`` with ``--trace`` (one tier of exactly that size, no key pool)."""
+TRACES = ("conversation", "synthetic")
+"""The built-in traces (Mooncake's, shipped with the package: ``traffic/traces.py``)."""
 SMALL_TIERS = 4
 """Nine examples in ten draw a tier of 1..SMALL_TIERS slots (:func:`~.config.tier_size`)."""
 DEFAULT_MAX_EXAMPLES = 300
@@ -124,9 +129,15 @@ class Option:
     """The default in words, where the value alone does not say it."""
     more: str = ""
     """What the docs add to ``help`` (Markdown: links to their sections)."""
+    trace_high: int | None = None
+    """The upper bound instead of ``high`` when ``--trace`` is given."""
 
     def flag(self, front_end: FrontEnd) -> str:
         return front_end.flag(self.name)
+
+    def bounded(self, trace: bool) -> Option:
+        """This option as a run with (``trace``) or without a trace bounds it."""
+        return replace(self, high=self.trace_high) if trace and self.trace_high else self
 
     def parse(self, value: object, front_end: FrontEnd) -> Any:
         """``value`` (text from a command line, or a typed value from Python) as this
@@ -216,9 +227,18 @@ OPTIONS: tuple[Option, ...] = (
     _o("capacity", Kind.INT, DEFAULT_CAPACITY,
        f"the largest tier, in slots: nine examples in ten draw a tier of 1..{SMALL_TIERS} "
        f"slots, the tenth one of {SMALL_TIERS + 1}..N",
-       low=1, high=MAX_CAPACITY, metavar="N",
-       more="([Tiers](#tiers); the spec's state, the key pool and the drain grow with N: "
-            "a 1024-slot run took 45 MB)"),
+       low=1, high=MAX_CAPACITY, metavar="N", trace_high=MAX_TRACE_CAPACITY,
+       more=f"([Tiers](#tiers); the spec's state, the key pool and the drain grow with N: "
+            f"a 1024-slot run took 45 MB); with `--trace`, the one tier of the run, 1 to "
+            f"{MAX_TRACE_CAPACITY}"),
+    _o("trace", Kind.TRACE, None,
+       f"drive the lockstep with a request trace's call stream instead of random calls: "
+       f"a built-in trace ({', '.join(TRACES)}: Mooncake's) or a trace file in its "
+       f"format, TRACE:N for its first N requests; one pass over it on a tier of "
+       f"--capacity slots (up to {MAX_TRACE_CAPACITY:,}), the jobs' delays drawn from "
+       f"--seed; --max-examples and --steps do not apply",
+       metavar="TRACE", self_test="the self-test's seeded bugs run on random calls",
+       more="([Real traffic](#real-traffic-a-trace-as-the-workload))"),
     _o("max_examples", Kind.INT, DEFAULT_MAX_EXAMPLES,
        "generated examples (Hypothesis); the plugin splits them over a target's shards",
        low=1, high=MAX_EXAMPLES, metavar="N"),
@@ -302,7 +322,8 @@ def parse_options(
     unknown = sorted(set(given) - {option.name for option in wanted})
     if unknown:
         _usage(f"{front_end.value} takes no option {', '.join(unknown)}")
-    values = {option.name: option.parse(given.get(option.name), front_end)
+    trace = given.get("trace") is not None
+    values = {option.name: option.bounded(trace).parse(given.get(option.name), front_end)
               for option in wanted}
     _check_together(given, values, front_end)
     for option in wanted:
@@ -427,9 +448,32 @@ def _command(option: Option, value: object, flag: str) -> str:
     return value
 
 
+def _trace(option: Option, value: object, flag: str) -> str:
+    """A built-in trace's name or an existing file, with an optional ``:N`` (N >= 1)."""
+    if not isinstance(value, str | os.PathLike) or not str(value).strip():
+        _usage(f"{flag} takes a trace: {', '.join(TRACES)} or a trace file; got {value!r}")
+    text = str(value)
+    name, count = split_trace(text)
+    if count is not None and count < 1:
+        _usage(f"{flag} {text!r}: the number of requests after ':' must be 1 or more")
+    if name not in TRACES and not Path(name).is_file():
+        _usage(f"{flag} {text!r} is no trace: give {', '.join(TRACES)} or a trace file "
+               f"(Mooncake's format, gzip or plain)")
+    return text
+
+
+def split_trace(text: str) -> tuple[str, int | None]:
+    """``NAME:N`` as (NAME, N); a value without a ``:N`` suffix as (value, None)."""
+    name, colon, count = text.rpartition(":")
+    if colon and count.isdigit():
+        return name, int(count)
+    return text, None
+
+
 _PARSERS: dict[Kind, Any] = {
     Kind.CHOICE: _choice, Kind.NAMES: _names, Kind.INT: _integer, Kind.SECONDS: _seconds,
     Kind.FLAG: _flag, Kind.FOLDER: _path, Kind.FILE: _path, Kind.COMMAND: _command,
+    Kind.TRACE: _trace,
 }
 
 

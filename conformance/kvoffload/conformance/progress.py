@@ -18,9 +18,11 @@ class Progress:
     """Shows examples and steps run, and whether a failure is being shrunk."""
 
     def __init__(self, label: str, total: int, stream: TextIO | None = None,
-                 enabled: bool = True) -> None:
+                 enabled: bool = True, unit: str = "examples") -> None:
         self.label = label
         self.total = total
+        self.unit = unit
+        """What ``total`` counts: examples, or a trace's requests (``--trace``)."""
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = enabled
         self.live = enabled and self.stream.isatty()
@@ -39,12 +41,13 @@ class Progress:
             self.shrinking = True
             if not self.live:
                 print(f"kvoffload: {self.label}: a property failed after "
-                      f"{counters.examples} example(s); shrinking the trace ...",
+                      f"{counters.examples} {self.unit}; shrinking the trace ...",
                       file=self.stream, flush=True)
         now = time.perf_counter()
         if self.live and now - self.last > 0.1:
             self.last = now
-            state = "shrinking" if self.shrinking else f"{counters.examples}/{self.total} examples"
+            done = f"{counters.examples}/{self.total} {self.unit}"
+            state = "shrinking" if self.shrinking else done
             print(f"\r\033[Kkvoffload: {self.label}: {state}, {counters.steps} steps, "
                   f"{now - self.start:.1f} s", end="", file=self.stream, flush=True)
 

@@ -434,10 +434,15 @@ _READERS: dict[str, Any] = {
 
 
 def config_fields(config: Any) -> dict[str, Any]:
-    """What a host is told of the configuration (a CheckConfig's plain values)."""
+    """What a host is told of the configuration (a CheckConfig's plain values). A trace
+    run's tier may be wider than a random run's largest (``--trace``): the hello names
+    at most MAX_CAPACITY slots, as a host judges a random run's configuration; each
+    ``new`` request names the tier it builds."""
+    from .options import MAX_CAPACITY
+
     return {"profile": config.profile.value, "policy": config.policy.value,
             "level": config.level.value, "assume": list(config.assume),
-            "capacity": config.capacity, "adapter": config.adapter,
+            "capacity": min(config.capacity, MAX_CAPACITY), "adapter": config.adapter,
             "max_keys_per_call": config.max_keys_per_call,
             "call_timeout": config.call_timeout}
 

@@ -96,7 +96,9 @@ def configuration_text(result: CheckResult) -> str:
         f"assumptions    {', '.join(config.assume) or 'none'}",
         f"keys per call  {keys_per_call_text(result.target, config)}",
         f"budget         {config.max_examples} examples x {config.steps} steps, "
-        f"{describe_tiers(config.capacity)}, seed {config.seed}",
+        f"{describe_tiers(config.capacity)}, seed {config.seed}" if config.trace is None
+        else f"workload       the trace {config.trace}: one pass on a tier of "
+             f"{config.capacity:,} slots, delays drawn from seed {config.seed}",
     ]
     lines += [f"calls          {what}: {how}" for what, how in result.alphabet.items()]
     return "\n".join(lines)
@@ -148,7 +150,9 @@ def summary_text(result: CheckResult) -> str:
             status = "held"
         rows.append((prop, status, ""))
     table = format_table(("property", "result", ""), rows)
-    head = (f"{result.verdict.upper()}: {result.examples} examples, {result.steps} steps, "
+    runs = (f"{result.examples} examples" if result.config.trace is None else
+            f"{result.examples} pass{'es' * (result.examples != 1)} over the trace")
+    head = (f"{result.verdict.upper()}: {runs}, {result.steps} steps, "
             f"{result.seconds:.1f} s")
     if result.violation is not None and result.error is not None:
         head += ("\nafter the failure below was found, the run stopped on an error: "

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hypothesis import HealthCheck, Verbosity, seed, settings
 from hypothesis.errors import Flaky
@@ -26,6 +26,10 @@ from .properties import PROPERTIES
 from .remote import startup_seconds, target_session
 from .shrink import attempt, shrink
 from .targets import Prepared, with_target_defaults
+
+if TYPE_CHECKING:
+    from .traffic.check import Pass
+    from .traffic.traces import Request
 
 _run_machine: Callable[..., None] = run_state_machine_as_test
 """Hypothesis's runner, typed here: some Hypothesis releases leave it unannotated."""
@@ -184,6 +188,9 @@ def _run(target: str, config: CheckConfig, prepared: Prepared, show_progress: bo
         target=target, adapter=prepared.adapter, adapter_reason=prepared.why, config=config,
         checked=tuple(p for p in PROPERTIES if p not in not_checked), not_checked=not_checked,
         alphabet=alphabet)
+    if config.trace is not None:
+        _run_trace(result, prepared, label or target, show_progress)
+        return result
     counters = Counters()
     progress = Progress(label or target, config.max_examples, enabled=show_progress)
     progress.begin()
@@ -247,6 +254,88 @@ def _explore(result: CheckResult, prepared: Prepared, counters: Counters,
     except Exception as error:  # the target broke while its failure was shrunk or replayed
         result.error = result.error or error_text(error)
     return result.error is None  # after an error, the failure is reported, the error beside it
+
+
+def _run_trace(result: CheckResult, prepared: Prepared, label: str,
+               show_progress: bool) -> None:
+    """``--trace``: a pass over the trace in lockstep; a failure is shrunk (the shortest
+    failing window, then the shrinker) and replayed, and, as the random runs do, the
+    next pass goes on with the properties already failed silenced, until a pass ends
+    clean, every checked property has failed, or ``--stop-at-first``
+    (:mod:`.traffic.check`)."""
+    from .errors import UsageError
+    from .traffic.check import load_trace, play, trace_alphabet
+    from .traffic.traces import TraceError
+
+    config = result.config
+    try:
+        requests = load_trace(config.trace or "")
+    except TraceError as error:  # a file that breaks the format: the run cannot be made
+        raise UsageError(str(error)) from None
+    caps = prepared.capabilities
+    result.alphabet = trace_alphabet(caps, config.trace or "")
+    counters = Counters()
+    progress = Progress(label, len(requests), enabled=show_progress, unit="requests")
+    progress.begin()
+    start = time.perf_counter()
+    cpu = time.process_time()
+
+    def served(tally: Any) -> None:
+        counters.examples, counters.steps = tally.requests, steps + tally.calls
+        progress.update(counters)
+
+    steps, passes = 0, 0
+    try:
+        while True:
+            silenced = frozenset(f.violation.prop for f in result.failures)
+            counters.failures = 0
+            done = play(prepared.make_adapter, caps, config, requests, silenced=silenced,
+                        on_request=served)
+            passes, steps = passes + 1, steps + done.tally.calls
+            result.extra.setdefault("trace", {  # the first pass's
+                "trace_requests": len(requests), "requests": done.tally.requests,
+                "calls": done.tally.calls,
+                "lookups": done.tally.lookups, "pending": done.tally.pending,
+                "loads": done.tally.loads, "stores": done.tally.stores,
+                "rejected": done.tally.rejected})
+            found = done.violation
+            if found is None or found.prop in silenced:
+                break
+            counters.failures = 1
+            progress.update(counters)
+            if not _trace_failure(result, prepared, requests, done, silenced, start):
+                break
+    except Interrupted:
+        result.interrupted = True
+    except Exception as error:  # the target broke (a host that died, say): reported
+        result.error = result.error or error_text(error)
+    result.examples, result.steps = passes, steps
+    result.seconds = time.perf_counter() - start
+    result.extra["cpu_s"] = round(time.process_time() - cpu, 3)
+    props = ", ".join(repr(f.violation.prop) for f in result.failures)
+    progress.end(f"fails {'property' if len(result.failures) == 1 else 'properties'} "
+                 f"{props}" if result.failures else result.verdict)
+
+
+def _trace_failure(result: CheckResult, prepared: Prepared, requests: Sequence[Request],
+                   done: Pass, silenced: frozenset[str], start: float) -> bool:
+    """Add the failure of a trace pass ``done``, shrunk (the shortest failing window,
+    then the shrinker) and replayed; True if another pass should follow."""
+    from .traffic.check import shrink_trace_failure
+
+    config, found = result.config, done.violation
+    if found is None:
+        raise ValueError("_trace_failure needs a pass that failed")
+    failure = Failure(found, found_after_s=round(time.perf_counter() - start, 3),
+                      found_trace_calls=len(found.trace))
+    result.failures.append(failure)
+    failure.violation, facts = shrink_trace_failure(
+        prepared.make_adapter, prepared.capabilities, config, requests, done, silenced)
+    result.extra.setdefault("windows", []).append({"property": found.prop, **facts})
+    _replay(failure, prepared, config, silenced)
+    failed = {f.violation.prop for f in result.failures}
+    return not (config.stop_at_first or failed >= set(result.checked)
+                or found.timed_out or found.host_ended)
 
 
 def _kept(error: Exception, counters: Counters,

@@ -17,6 +17,7 @@ returns a new model. The transitions call, in this vocabulary:
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
 from .errors import InvariantViolation
@@ -24,10 +25,15 @@ from .vocabulary import Key
 
 
 def _without(seq: tuple[Key, ...], key: Key) -> tuple[Key, ...]:
-    return tuple(k for k in seq if k != key)
+    """``seq`` less every occurrence of ``key`` (slices, not a loop: thousands of keys
+    on a production-size tier)."""
+    if key not in seq:
+        return seq
+    at = seq.index(key)
+    return seq[:at] + _without(seq[at + 1:], key)
 
 
-def _first_in(seq: tuple[Key, ...], candidates: frozenset[Key]) -> Key | None:
+def _first_in(seq: tuple[Key, ...], candidates: AbstractSet[Key]) -> Key | None:
     return next((k for k in seq if k in candidates), None)
 
 
@@ -68,7 +74,7 @@ class LruOrder:
     def evicted(self, key: Key) -> LruOrder:
         return LruOrder(_without(self.order, key))
 
-    def victim(self, candidates: frozenset[Key], key: Key) -> Key:
+    def victim(self, candidates: AbstractSet[Key], key: Key) -> Key:
         found = _first_in(self.order, candidates)
         if found is None:
             raise InvariantViolation("lru_queues_evictable_blocks", "a candidate is not queued")
@@ -181,7 +187,7 @@ class ArcLists:
             return replace(self, t1=_without(self.t1, key), b1=(*self.b1, key))
         return replace(self, t2=_without(self.t2, key), b2=(*self.b2, key))
 
-    def victim(self, candidates: frozenset[Key], key: Key) -> Key:
+    def victim(self, candidates: AbstractSet[Key], key: Key) -> Key:
         """REPLACE(key, p): step 2 of the class docstring."""
         from_t1, from_t2 = _first_in(self.t1, candidates), _first_in(self.t2, candidates)
         t1_first = len(self.t1) > self.p or (key in self.b2 and len(self.t1) == self.p)

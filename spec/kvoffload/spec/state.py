@@ -95,15 +95,29 @@ class CacheState:
 
     def evictable(self) -> frozenset[Key]:
         """READY blocks with no readers: the only ones eviction may take (decision D4)."""
+        return self._evictable
+
+    @cached_property
+    def _evictable(self) -> frozenset[Key]:
+        """:meth:`evictable`, derived once per state (a store and the invariants ask)."""
         return frozenset(b.key for b in self.blocks if b.phase is Phase.READY and not b.loads)
 
     def used_slots(self) -> frozenset[int]:
+        return self._used_slots
+
+    @cached_property
+    def _used_slots(self) -> frozenset[int]:
+        """:meth:`used_slots`, derived once per state."""
         return frozenset(b.slot for b in self.blocks) | frozenset(o.slot for o in self.orphans)
 
     def free_slots(self) -> tuple[int, ...]:
         """Slots held by no live block and no running copy, lowest first."""
-        used = self.used_slots()
-        return tuple(s for s in range(self.capacity) if s not in used)
+        return self._free_slots
+
+    @cached_property
+    def _free_slots(self) -> tuple[int, ...]:
+        """:meth:`free_slots`, derived once per state."""
+        return tuple(sorted(set(range(self.capacity)) - self.used_slots()))
 
     def in_flight(self) -> bool:
         """Is any copy running: a store (STORING), a load (readers), or an orphan?"""

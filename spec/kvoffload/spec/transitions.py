@@ -136,7 +136,8 @@ def prepare_store(
     _check_victims(candidates, needed, victims)
     recency, evicted = _requests(state.recency, new_keys, free, candidates, victims)
     blocks = state.blocks - frozenset(state.table[k] for k in evicted)
-    chosen = _choose_slots(replace(state, blocks=blocks), len(new_keys), slots)
+    freed = frozenset(state.table[k].slot for k in evicted)
+    chosen = _choose_slots(tuple(sorted({*state.free_slots(), *freed})), len(new_keys), slots)
     ticket = state.next_ticket
     stored = frozenset(Block(k, Phase.STORING, s, ticket)
                        for k, s in zip(new_keys, chosen, strict=True))
@@ -315,13 +316,14 @@ def _requests(
     the ``free`` slots is left for it (the caller's ``chosen`` victims in order, else the
     policy's), insert (D10). Returns the recency model and the victims."""
     victims: list[Key] = []
+    left = set(candidates)
     for number, key in enumerate(new_keys):
         recency = recency.adapted(key)
         if number >= free:
-            victim = chosen[len(victims)] if chosen is not None else recency.victim(
-                candidates - frozenset(victims), key)
+            victim = chosen[len(victims)] if chosen is not None else recency.victim(left, key)
             recency = recency.evicted(victim)
             victims.append(victim)
+            left.discard(victim)
         recency = recency.inserted(key)
     return recency, tuple(victims)
 
@@ -335,8 +337,9 @@ def _check_victims(candidates: frozenset[Key], count: int, chosen: Sequence[Key]
             f"in the call {sorted(map(repr, candidates))}; got {list(chosen)!r}")
 
 
-def _choose_slots(state: CacheState, count: int, chosen: Sequence[int] | None) -> tuple[int, ...]:
-    free = state.free_slots()
+def _choose_slots(free: tuple[int, ...], count: int,
+                  chosen: Sequence[int] | None) -> tuple[int, ...]:
+    """``count`` of the ``free`` slots (lowest first): the lowest, or the caller's."""
     if chosen is None:
         return free[:count]
     if len(chosen) != count or len(set(chosen)) != count or not set(chosen) <= set(free):
