@@ -151,10 +151,12 @@ class Host:
             return refused_message("usage", str(error))
         return {"answer": "hello", "protocol": PROTOCOL_VERSION}
 
-    def new(self, capacity: int) -> dict[str, Any]:
+    def new(self, capacity: int, record: bool = False) -> dict[str, Any]:
+        from . import engine_record
         from .targets import prepare
 
         self.adapter = None
+        engine_record.start() if record else engine_record.stop()
         try:
             if self.prepared is None:
                 self.prepared = prepare(self.target, self.config, self.obj)
@@ -175,25 +177,44 @@ class Host:
         prepared = self.prepared
         answer = hello_answer(prepared.adapter, prepared.why, self.adapter.capabilities)
         answer["answer"] = "built"
-        return answer
+        return _with_record(answer)
 
     def call(self, body: object) -> dict[str, Any]:
         call = read_call(body)
         adapter = self.adapter
         if adapter is None:
             raise ProtocolError("a call before any target was built")
+        recorder = _recorder()
+        if recorder is not None:
+            recorder.mark(str(call))
         _InCall.now = True
         try:
             value = send(adapter, call)
         except Untranslatable as error:
-            return untranslatable_message(error.prop, error.message)
+            return _with_record(untranslatable_message(error.prop, error.message))
         except BaseException as error:  # whatever the target raised is its answer
-            return _raised(adapter, error)
+            return _with_record(_raised(adapter, error))
         finally:
             _InCall.now = False
             if os.getpid() != _HOST_PID:  # a child the target forked, back from the call:
                 os._exit(0)  # only the host answers on the channel
-        return value_message(call.op, value)
+        return _with_record(value_message(call.op, value))
+
+
+def _recorder() -> Any:
+    """The engine-call recorder of the current target (``new`` with ``record``), or None."""
+    from . import engine_record
+
+    current = engine_record.active()
+    return current if current.enabled else None
+
+
+def _with_record(answer: dict[str, Any]) -> dict[str, Any]:
+    """``answer``, with the engine calls made since the last answer (recording only)."""
+    recorder = _recorder()
+    if recorder is not None:
+        answer["engine"] = recorder.take()
+    return answer
 
 
 def _raised(adapter: Adapter, error: BaseException) -> dict[str, Any]:
@@ -218,7 +239,7 @@ def serve(channel: _Channel, host: Host) -> bool:
     """Answer requests until ``bye`` (True) or the end of the channel (False)."""
     handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
         "hello": host.hello,
-        "new": lambda m: host.new(int(m.get("capacity", 0))),
+        "new": lambda m: host.new(int(m.get("capacity", 0)), m.get("record") is True),
         "call": lambda m: host.call(m.get("call")),
     }
     while True:

@@ -365,6 +365,10 @@ class RemoteTarget:
         """Calls sent whose answers are not read yet (see :meth:`post`)."""
         self.startup_s = 0.0
         self.closed = False
+        self.record = False
+        """Ask each new target's host to record its engine calls (:mod:`.engine_record`)."""
+        self.engine_entries: list[dict[str, Any]] = []
+        """The engine calls of the current target, as its host sent them back."""
 
     @property
     def call_timeout(self) -> float:
@@ -436,7 +440,7 @@ class RemoteTarget:
         if not host.alive:
             host = self._ready()
         self.outstanding = 0
-        host.send(new_message(capacity))
+        host.send(new_message(capacity, self.record))
         timeout = self.call_timeout * (2 if first else 1)
         answer = host.receive(timeout, f"while building a target of {capacity} slots")
         kind = answer.get("answer")
@@ -448,6 +452,7 @@ class RemoteTarget:
         if kind != "built":
             host.kill()
             raise HostFailure(f"the host answered new with {str(answer)[:200]}")
+        self.engine_entries = list(answer.pop("engine", ()))
         try:
             announced = read_hello({**answer, "answer": "hello"})
         except ProtocolError as error:
@@ -501,6 +506,7 @@ class RemoteTarget:
             raise
         self.outstanding -= 1
         kind = answer.get("answer")
+        self.engine_entries.extend(answer.get("engine", ()))
         try:
             if kind == "returned":
                 return read_value(op, answer.get("value"))
