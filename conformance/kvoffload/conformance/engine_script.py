@@ -36,6 +36,8 @@ ENGINE_PREFIXES = {"lmcache==": "LMCache", "vllm==": "vLLM"}
 SCRIPT_TIMEOUT_S = 300.0
 """How long a reproducer may run in its fresh process (LMCache's import alone takes
 several seconds on a loaded machine)."""
+RECORD_TIMEOUT_S = 60.0
+"""The least call timeout of the recording replay's host (0, no timeout, stays 0)."""
 NOT_REPRODUCED = "not reproduced outside kvoffload"
 
 
@@ -67,7 +69,10 @@ def record(target: str, config: CheckConfig,
     recording on; and the violation this replay raised (None: it conformed this time)."""
     from .remote import Builder, target_session
 
-    config = replace(config, capacity=violation.capacity)
+    # A slow start is not the engine's answer: the record's host gets RECORD_TIMEOUT_S
+    # at least (LMCache's import alone takes tens of seconds on a loaded machine).
+    timeout = config.call_timeout and max(config.call_timeout, RECORD_TIMEOUT_S)
+    config = replace(config, capacity=violation.capacity, call_timeout=timeout)
     calls = violation.trace[:violation.generated]
     with target_session(target, config, in_process=False) as prepared:
         builder = prepared.make_adapter
