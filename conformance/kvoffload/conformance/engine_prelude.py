@@ -38,7 +38,8 @@ def plain(value: Any, named: dict[str, Any] | None = None) -> Any:
         return value
     for name, known in named.items():
         try:
-            if value is known or (type(value) is type(known) and bool(value == known)):
+            if value is known or (type(value) is type(known) and bool(value == known)
+                                  and type(value).__module__ != "builtins"):
                 return "<" + name + ">"
         except Exception:
             continue
