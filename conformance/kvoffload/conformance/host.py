@@ -36,6 +36,7 @@ from typing import Any, BinaryIO
 
 from kvoffload.spec.calls import send
 
+from . import engine_record
 from .adapter_api import Adapter
 from .errors import TargetLoadError, Untranslatable, UsageError
 from .protocol import (
@@ -152,7 +153,6 @@ class Host:
         return {"answer": "hello", "protocol": PROTOCOL_VERSION}
 
     def new(self, capacity: int, record: bool = False) -> dict[str, Any]:
-        from . import engine_record
         from .targets import prepare
 
         self.adapter = None
@@ -203,8 +203,6 @@ class Host:
 
 def _recorder() -> Any:
     """The engine-call recorder of the current target (``new`` with ``record``), or None."""
-    from . import engine_record
-
     current = engine_record.active()
     return current if current.enabled else None
 
