@@ -120,6 +120,11 @@ class Recorder:
     def rename_module(self, alias: str, name: str) -> None:
         self.modules[alias] = name
 
+    def seen(self, expression: str, value: Any) -> None:
+        """The adapter read ``value`` off the engine's state, as the script reads it with
+        ``expression`` (no call: LMCache's disk backend lists its chunks in ``dict``)."""
+        self.entries.append({"code": f"answer = {expression}", "answer": repr(self.plain(value))})
+
     def mark(self, text: str) -> None:
         """An operation of the spec's API begins (the host marks each call)."""
         self.entries.append({"call": text})
@@ -308,6 +313,9 @@ class _Off:
         pass
 
     def carry(self, module: Any, marker: str) -> None:
+        pass
+
+    def seen(self, expression: str, value: Any) -> None:
         pass
 
     def made(self, obj: Any, name: str, code: str) -> str:

@@ -115,6 +115,8 @@ def _checked(code: str, entry: dict[str, Any]) -> list[str]:
         return [f"with raises({entry['raises']!r}):", f"    {code}"]
     if "answer" not in entry:  # a construction: not an answer
         return [f"{bound} = made({expression}, {bound!r})" if bound else code]
+    if bound == "answer":  # a value read off the engine's state (Recorder.seen)
+        return [code, f"saw(answer, {_literal(entry)})"]
     if bound:
         return [code, f"saw({bound}, {_literal(entry)}, {bound!r})"]
     return [f"answer = {expression}", f"saw(answer, {_literal(entry)})"]

@@ -404,7 +404,9 @@ class DiskAdapter(_Base):
 
     def _resident(self) -> frozenset[Key]:
         with self.backend.disk_lock:
-            return frozenset(self.keys.back(raw) for raw in self.backend.dict)
+            raws = list(self.backend.dict)
+        self.rec.seen("list(backend.dict)", raws)  # the chunks on disk, as a script reads them
+        return frozenset(self.keys.back(raw) for raw in raws)
 
     def _held(self) -> set[Key]:
         """Chunks the backend holds disk space for: on disk, or being written."""
