@@ -56,6 +56,19 @@ def test_the_page_lists_every_failure_of_every_run() -> None:
     assert "0.21.0 LRU, `no-misuse` dropped | `liveness`" in page
 
 
+def test_a_failure_lmcache_alone_did_not_show_is_never_listed_as_its_own() -> None:
+    results = {run: {"verdict": "missing", "error": "not run"} for run in RUNS}
+    lmcache = next(r for r in RUNS if r.engine == "lmcache")
+    report = failing("lookup", "rejection")
+    report["violations"][0]["engine_reproducer"] = {"reproduced": True}
+    report["violations"][1]["engine_reproducer"] = {"reproduced": False}
+    results[lmcache] = report
+    page = render(results)
+    assert "**fails** `lookup`, `rejection` (not reproduced outside kvoffload)" in page
+    assert "rejection broke (not reproduced outside kvoffload) |" in page
+    assert "lookup broke |" in page
+
+
 def test_a_missing_report_says_so(tmp_path: Path) -> None:
     assert load(RUNS[0], tmp_path)["verdict"] == "missing"
 

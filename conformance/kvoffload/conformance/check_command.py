@@ -150,13 +150,14 @@ def _check(args: argparse.Namespace, config: CheckConfig) -> int:
         summary_text,
         write_check_report,
     )
-    from .runner import run_check
+    from .runner import add_engine_reproducers, run_check
 
     target = DEFAULT_TARGET if args.target is None else args.target
     if args.exec is not None:
         target = EXEC_PREFIX + args.exec
     target = absolute_target(target)
     result = run_check(target, config, show_progress=not args.quiet)
+    add_engine_reproducers(result)
     print(configuration_text(result))
     print()
     print(summary_text(result))

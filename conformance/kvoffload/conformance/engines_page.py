@@ -153,7 +153,7 @@ def verdict_cell(report: dict[str, Any]) -> str:
         props = []
         for v in report["violations"]:
             flaky = f", flaky {v['reproduced']}/{v['replays']}" if v.get("flaky") else ""
-            props.append(f"`{v['property']}`{flaky}")
+            props.append(f"`{v['property']}`{flaky}{_not_reproduced(v)}")
         return "**fails** " + ", ".join(props)
     return f"not run: {report.get('error')}"
 
@@ -171,8 +171,19 @@ def failures_rows(reports: Sequence[tuple[Run, dict[str, Any]]]) -> list[str]:
     for run, report in reports:
         for v in report.get("violations") or []:
             lines.append(f"| {run_label(run)} | `{v['property']}` | {trace_text(v)} | "
-                         f"{_cell(v['message'])} |")
+                         f"{_cell(v['message'])}{_cell(_not_reproduced(v))} |")
     return lines
+
+
+def _not_reproduced(violation: dict[str, Any]) -> str:
+    """A failure whose engine-native reproducer did not show it (report.json's
+    ``engine_reproducer``) is never listed as the engine's without saying so."""
+    from .engine_script import NOT_REPRODUCED
+
+    engine = violation.get("engine_reproducer")
+    if isinstance(engine, dict) and engine.get("reproduced") is False:
+        return f" ({NOT_REPRODUCED})"
+    return ""
 
 
 def _cell(text: str) -> str:

@@ -87,6 +87,19 @@ reset marks the new, unwritten block READY; the spec, told nothing more than vLL
 decides the same, so the suite cannot call it a divergence: that hazard is the model
 checker's to show (`no-stale-completions` is the assumption that excludes it), and
 the native API's ticketed completions are what avoid it.
+
+The lookup failure of 0.20.2 is vLLM's bug (fixed by PR #41795 in 0.21.0), shown in
+vLLM's own API without kvoffload by
+[`docs/reproducers/vllm_0_20_2_lookup_of_a_block_being_stored.py`](reproducers/vllm_0_20_2_lookup_of_a_block_being_stored.py)
+(`CPUOffloadingManager(1, ...)`, `prepare_store([key])`, then `lookup(key)` answers
+False). The script needs no installed vLLM: it imports `vllm.v1.kv_offload` from an
+installed vLLM 0.20.2 if there is one, else from the wheel's files as the suite unpacks
+them in `~/.cache/kvoffload/vllm/0.20.2`, unchanged, with stubs for the few modules
+outside `kv_offload` that they import (vLLM's logger, metrics class, `BlockHash`,
+`kv_hints`, the cache-hit-source enum, `cdiv`, `round_up`), carried in the script. For
+every failure of a `vllm==X` target, `kvoffload check` writes such a script
+(`engine_<property>.py`) and runs it before it reports the failure as vLLM's (see the
+LMCache section below for what "not reproduced outside kvoffload" means).
 """
 
 
@@ -218,6 +231,39 @@ No assumption excludes failed stores, so the disk backend fails under every
 configuration; the disk backend has no `clear()`, so `reset_cache` is not generated for
 it. Neither backend publishes events to a subscriber (`events` not checked) nor reports
 what a completion did (`completion` not checked).
+
+## Bug or design: each LMCache finding in LMCache's own API
+
+Each finding above is shown without kvoffload by a script in `docs/reproducers/`: it
+makes exactly the LMCache calls the adapter made (recorded by the suite,
+`conformance/kvoffload/conformance/engine_record.py`), compares each answer with the one
+LMCache gave under kvoffload, and prints the divergent call next to what the spec
+demands; `python docs/reproducers/NAME.py` exits 1 when LMCache answers as it did under
+kvoffload (the divergence is LMCache's own). The disk scripts hold LMCache's disk writes
+at `write_file` as the adapter does (the code travels in the script) and fail one with
+an `OSError`, as a full or failing disk would. Written and run by `python
+docs/tools/engine_reproducers.py`; what each printed is beside it (`NAME.out`), and
+`tests/docs/test_reproducers.py` runs them again (marker `lmcache`). `kvoffload check
+lmcache==X` writes such a script for every failure it finds (`engine_<property>.py`)
+and runs it before it reports the failure as LMCache's: a failure its script does not
+show is marked "not reproduced outside kvoffload" in the report and in the tables above.
+
+| finding | LMCache's | reproducer |
+| --- | --- | --- |
+| A disk write that raises stays in the put tasks for ever: `exists_in_put_tasks` stays True, so `lookup` says PENDING for a chunk that is not coming | **bug** | [`lmcache_disk_failed_write_stays_in_put_tasks.py`](reproducers/lmcache_disk_failed_write_stays_in_put_tasks.py) |
+| ... and the key is lost: the chunk can never be stored again | **bug** | [`lmcache_disk_failed_write_blocks_the_chunk.py`](reproducers/lmcache_disk_failed_write_blocks_the_chunk.py) |
+| ... and its disk space is lost until restart: a later store evicts a chunk it should not need to | **bug** | [`lmcache_disk_failed_write_keeps_its_space.py`](reproducers/lmcache_disk_failed_write_keeps_its_space.py) |
+| A store in flight on the CPU backend is invisible (between `allocate` and `submit_put_task`, `contains` and `exists_in_put_tasks` are both False): only the safe profile fits | design | [`lmcache_cpu_store_in_flight_invisible.py`](reproducers/lmcache_cpu_store_in_flight_invisible.py) |
+| One chunk per call: a store of two chunks on a tier of one keeps the first where the spec rejects the call (the `lmcache==` target's default `--max-keys-per-call 1` follows it) | design | [`lmcache_cpu_one_chunk_per_call.py`](reproducers/lmcache_cpu_one_chunk_per_call.py) |
+| `clear()` does not fence copies already running: a store completed after it puts its chunk into the cleared cache | design | [`lmcache_cpu_clear_does_not_fence_a_store.py`](reproducers/lmcache_cpu_clear_does_not_fence_a_store.py) |
+| ... and a chunk being read survives it | design | [`lmcache_cpu_clear_does_not_fence_a_read.py`](reproducers/lmcache_cpu_clear_does_not_fence_a_read.py) |
+| A read does not refresh LMCache's LRU (only `touch_cache()` does): its LRU is put-and-touch order, which the spec's `--level exact` does not model | design | [`lmcache_cpu_read_does_not_refresh_lru.py`](reproducers/lmcache_cpu_read_does_not_refresh_lru.py) |
+
+The bugs lose data a caller cannot get back (a key, disk space); the design choices are
+LMCache's documented behaviour (a CPU store is one synchronous call in `store()`,
+`clear()` is not a fence, its LRU is refreshed by `touch_cache`), which a caller of its
+backends has to allow for, and which the assumptions above (`no-store-while-storing`,
+`no-reset-in-flight`, the safe profile, `--level any`) describe.
 
 # SGLang: not adapted
 

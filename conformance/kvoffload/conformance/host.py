@@ -36,6 +36,7 @@ from typing import Any, BinaryIO
 
 from kvoffload.spec.calls import Call, send
 
+from . import engine_record
 from .adapter_api import Adapter
 from .errors import TargetLoadError, Untranslatable, UsageError
 from .protocol import (
@@ -49,6 +50,7 @@ from .protocol import (
     refused_message,
     untranslatable_message,
     value_line,
+    value_message,
 )
 
 
@@ -152,10 +154,11 @@ class Host:
             return refused_message("usage", str(error))
         return {"answer": "hello", "protocol": PROTOCOL_VERSION}
 
-    def new(self, capacity: int) -> dict[str, Any]:
+    def new(self, capacity: int, record: bool = False) -> dict[str, Any]:
         from .targets import prepare
 
         self.adapter = None
+        engine_record.start() if record else engine_record.stop()
         try:
             if self.prepared is None:
                 self.prepared = prepare(self.target, self.config, self.obj)
@@ -176,25 +179,49 @@ class Host:
         prepared = self.prepared
         answer = hello_answer(prepared.adapter, prepared.why, self.adapter.capabilities)
         answer["answer"] = "built"
-        return answer
+        return _with_record(answer)
 
     def call(self, call: Call) -> bytes:
         """The answer line to ``call`` on the current instance."""
         adapter = self.adapter
         if adapter is None:
             raise ProtocolError("a call before any target was built")
+        recorder = _recorder()
+        if recorder is not None:
+            recorder.mark(str(call))
         _InCall.now = True
         try:
             value = send(adapter, call)
         except Untranslatable as error:
-            return dumps(untranslatable_message(error.prop, error.message))
+            return _line(untranslatable_message(error.prop, error.message))
         except BaseException as error:  # whatever the target raised is its answer
-            return dumps(_raised(adapter, error))
+            return _line(_raised(adapter, error))
         finally:
             _InCall.now = False
             if os.getpid() != _HOST_PID:  # a child the target forked, back from the call:
                 os._exit(0)  # only the host answers on the channel
+        if _recorder() is not None:  # recording: the answer carries the engine's calls
+            return _line(value_message(call.op, value))
         return value_line(call.op, value)
+
+
+def _recorder() -> Any:
+    """The engine-call recorder of the current target (``new`` with ``record``), or None."""
+    current = engine_record.active()
+    return current if current.enabled else None
+
+
+def _with_record(answer: dict[str, Any]) -> dict[str, Any]:
+    """``answer``, with the engine calls made since the last answer (recording only)."""
+    recorder = _recorder()
+    if recorder is not None:
+        answer["engine"] = recorder.take()
+    return answer
+
+
+def _line(answer: dict[str, Any]) -> bytes:
+    """:func:`_with_record` of ``answer``, as its line."""
+    return dumps(_with_record(answer))
 
 
 def _raised(adapter: Adapter, error: BaseException) -> dict[str, Any]:
@@ -219,7 +246,7 @@ def serve(channel: _Channel, host: Host) -> bool:
     """Answer requests until ``bye`` (True) or the end of the channel (False)."""
     handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
         "hello": host.hello,
-        "new": lambda m: host.new(int(m.get("capacity", 0))),
+        "new": lambda m: host.new(int(m.get("capacity", 0)), m.get("record") is True),
     }
     readline = channel.reader.readline
     while True:

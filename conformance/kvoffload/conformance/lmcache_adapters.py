@@ -49,13 +49,12 @@ import importlib
 import shutil
 import tempfile
 import threading
-import weakref
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from kvoffload.spec import Completion, Key, LookupResult
 
+from . import engine_record, lmcache_harness
 from .adapter_api import Capabilities, EventBatch, LoadOutcome, Reported, StoreOutcome
 
 CHUNK_BYTES = 4096
@@ -85,29 +84,33 @@ def _shape() -> Any:
     return _torch().Size([2, 1, 16, CHUNK_BYTES // 32])  # KV_2LTD: 2 x layers x tokens x dim
 
 
-def _config(**values: Any) -> Any:
+def _config(rec: Any, **values: Any) -> Any:
     """An LMCacheEngineConfig; also sets up the process-wide ``PinMonitor`` from it, as
     LMCache's engine does at start (``MemoryObj.pin`` needs it)."""
     config_cls = _lm("lmcache.v1.config").LMCacheEngineConfig
-    config = config_cls.from_defaults(chunk_size=16, cache_policy="LRU", **values)
-    _lm("lmcache.v1.pin_monitor").PinMonitor.GetOrCreate(config)
+    rec.home(config_cls, "lmcache.v1.config")
+    config = rec.new(config_cls, method="from_defaults", chunk_size=16, cache_policy="LRU",
+                     **values, name="config")
+    rec.new(_lm("lmcache.v1.pin_monitor").PinMonitor, config, method="GetOrCreate")
     return config
 
 
 class _Keys:
     """Spec keys <-> LMCache's ``CacheEngineKey`` (the key's text hashed to chunk_hash)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rec: Any) -> None:
         self._to: dict[Key, Any] = {}
         self._from: dict[Any, Key] = {}
         self._cls = _lm("lmcache.utils").CacheEngineKey
         self._dtype = _torch().uint8
+        self._rec = rec
 
     def __call__(self, key: Key) -> Any:
         raw = self._to.get(key)
         if raw is None:
-            raw = self._cls(model_name="kvoffload", world_size=1, worker_id=0,
-                            chunk_hash=len(self._to) + 1, dtype=self._dtype)
+            raw = self._rec.new(self._cls, model_name="kvoffload", world_size=1, worker_id=0,
+                                chunk_hash=len(self._to) + 1, dtype=self._dtype,
+                                name=engine_record.identifier(key))
             self._to[key], self._from[raw] = raw, key
         return raw
 
@@ -149,7 +152,9 @@ class _Base:
     backend: Any
 
     def __init__(self) -> None:
-        self.keys = _Keys()
+        self.rec = engine_record.active()
+        """What this tier's engine calls are written down with (:mod:`.engine_record`)."""
+        self.keys = _Keys(self.rec)
         self.reads: dict[Key, list[tuple[int, Any]]] = {}
         """Buffers ``get_blocking`` handed out and not yet released, oldest first, each
         with the number of resets before it."""
@@ -245,9 +250,13 @@ class CpuAdapter(_Base):
         super().__init__()
         allocator = _lm("lmcache.v1.memory_allocators.host_memory_allocator")
         backend_cls = _lm("lmcache.v1.storage_backend.local_cpu_backend").LocalCPUBackend
-        self.backend = backend_cls(
-            _config(local_cpu=True, max_local_cpu_size=capacity * CHUNK_BYTES / 1024**3),
-            memory_allocator=allocator.HostMemoryAllocator(capacity * CHUNK_BYTES))
+        rec = self.rec
+        config = _config(rec, local_cpu=True,
+                         max_local_cpu_size=capacity * CHUNK_BYTES / 1024**3)
+        memory = rec.new(allocator.HostMemoryAllocator, capacity * CHUNK_BYTES,
+                         name="allocator")
+        self.backend = rec.wrap(rec.new(backend_cls, config, memory_allocator=memory,
+                                        name="backend"), "backend")
         self.writing: dict[Key, list[tuple[int, Any]]] = {}
         """Buffers allocated for a store and not yet put (the chunk being written)."""
         self.capabilities = _capabilities(touch=True, reset=True)
@@ -309,45 +318,29 @@ class _Loop:
     def get(cls) -> asyncio.AbstractEventLoop:
         with cls._lock:
             if cls._loop is None:
-                loop = asyncio.new_event_loop()
-                # LMCache's disk executor runs each write with asyncio.to_thread, in the
-                # loop's default pool (6 threads on 2 cores); the writes the adapter holds
-                # each keep a thread, so give it room for every write any tier can hold.
-                loop.set_default_executor(ThreadPoolExecutor(max_workers=64))
-                threading.Thread(target=loop.run_forever, name="kvoffload-lmcache-loop",
-                                 daemon=True).start()
-                cls._loop = loop
+                cls._loop = lmcache_harness.start_loop()
             return cls._loop
 
 
-_OPEN: list[weakref.ref[DiskAdapter]] = []
+_OPEN: list[DiskAdapter] = []
 """Disk adapters not yet closed: each new one closes the older ones (their executor
-threads and temporary directories), since the suite builds one per example."""
+threads and temporary directories), since the suite builds one per example. Held here
+(not by weak reference): an adapter nobody uses any more still has its writes held in
+the shared loop's threads until it is closed."""
 
 
 def _at_exit() -> None:
     """Fail the writes still held and remove the open adapters' directories, before
     Python joins the pools' threads (a held write would keep its thread for ever)."""
-    for ref in _OPEN:
-        adapter = ref()
-        if adapter is not None:
-            adapter.release_writes()
-            shutil.rmtree(adapter.directory, ignore_errors=True)
+    for adapter in _OPEN:
+        adapter.release_writes()
+        shutil.rmtree(adapter.directory, ignore_errors=True)
 
 
 # Runs before concurrent.futures joins its workers (registered after it, run first);
 # atexit would run after that join.
 _register_at_exit = getattr(threading, "_register_atexit", atexit.register)
 _register_at_exit(_at_exit)
-
-
-class _Write:
-    """One disk write the adapter holds at ``write_file`` until the suite completes it."""
-
-    def __init__(self) -> None:
-        self.go = threading.Event()
-        self.done = threading.Event()
-        self.success = True
 
 
 class DiskAdapter(_Base):
@@ -357,46 +350,44 @@ class DiskAdapter(_Base):
 
     def __init__(self, capacity: int) -> None:
         super().__init__()
-        for ref in list(_OPEN):
-            old = ref()
-            if old is not None:
-                old.close()
-        _OPEN[:] = [r for r in _OPEN if r() is not None]
+        for old in _OPEN:
+            old.close()
+        _OPEN.clear()
         self.capacity = capacity
         self.directory = tempfile.mkdtemp(prefix="kvoffload-lmcache-disk-")
+        rec = self.rec
+        rec.import_line("import tempfile")
+        rec.made(self.directory, "directory",
+                 "directory = tempfile.mkdtemp(prefix='lmcache-disk-')")
         cpu_module = _lm("lmcache.v1.storage_backend.local_cpu_backend")
         disk_module = _lm("lmcache.v1.storage_backend.local_disk_backend")
         allocator = _lm("lmcache.v1.memory_allocators.host_memory_allocator")
-        config = _config(local_cpu=False, max_local_cpu_size=STAGING_CHUNKS * CHUNK_BYTES
-                         / 1024**3, local_disk=self.directory,
+        config = _config(rec, local_cpu=False,
+                         max_local_cpu_size=STAGING_CHUNKS * CHUNK_BYTES / 1024**3,
+                         local_disk=self.directory,
                          max_local_disk_size=capacity * CHUNK_BYTES / 1024**3,
                          extra_config={"disk_io_threads": 2 * capacity + 2})
-        self.staging = cpu_module.LocalCPUBackend(
-            config, memory_allocator=allocator.HostMemoryAllocator(STAGING_CHUNKS * CHUNK_BYTES))
-        self.backend = disk_module.LocalDiskBackend(config, _Loop.get(), self.staging)
-        self.writes: dict[str, _Write] = {}
-        self.pending: dict[Key, list[tuple[int, _Write]]] = {}
+        memory = rec.new(allocator.HostMemoryAllocator, STAGING_CHUNKS * CHUNK_BYTES,
+                         name="allocator")
+        self.staging = rec.wrap(rec.new(cpu_module.LocalCPUBackend, config,
+                                        memory_allocator=memory, name="staging"), "staging")
+        rec.carry(lmcache_harness, "# --- the LMCache harness")
+        rec.note("The disk writes are held: lmcache_harness's HeldWrites replaces the disk "
+                 "backend's write_file by one that waits until the write is released "
+                 "(HeldWrite.release), so a store stays in flight as long as the caller "
+                 "says, and a store released with success=False makes write_file raise "
+                 "OSError, as a full or failing disk would.")
+        rec.made(_Loop.get(), "loop", "loop = start_loop()")
+        self.backend = rec.wrap(rec.new(disk_module.LocalDiskBackend, config, _Loop.get(),
+                                        self.staging, name="backend"), "backend")
+        self.held = rec.wrap(rec.new(lmcache_harness.HeldWrites, self.backend,
+                                     name="writes"), "writes")
+        self.pending: dict[Key, list[tuple[int, Any]]] = {}
         self.slot: dict[Key, int] = {}
-        self._lock = threading.Lock()
-        original: Callable[[Any, str], None] = self.backend.write_file
-
-        def held_write(buffer: Any, path: str) -> None:
-            with self._lock:
-                write = self.writes.pop(path)
-            write.go.wait()  # until the suite completes this store (or the program ends)
-            try:
-                if not write.success:
-                    raise OSError(f"kvoffload: the suite failed this store ({path})")
-                original(buffer, path)
-            except BaseException:
-                write.done.set()  # no completion callback follows a write that raised
-                raise
-
-        self.backend.write_file = held_write
         self.closed = False
         self.capabilities = _capabilities(
             touch=True, reset=callable(getattr(self.backend, "clear", None)))
-        _OPEN.append(weakref.ref(self))
+        _OPEN.append(self)
 
     def close(self) -> None:
         """Fail every held write, shut the backend's threads down, remove the directory."""
@@ -409,18 +400,13 @@ class DiskAdapter(_Base):
 
     def release_writes(self) -> None:
         """Let every held write go on, failing."""
-        for queue in self.pending.values():
-            for _, write in queue:
-                write.success = False
-                write.go.set()
-        with self._lock:
-            for write in self.writes.values():
-                write.success = False
-                write.go.set()
+        engine_record.real(self.held).release_all()
 
     def _resident(self) -> frozenset[Key]:
         with self.backend.disk_lock:
-            return frozenset(self.keys.back(raw) for raw in self.backend.dict)
+            raws = list(self.backend.dict)
+        self.rec.seen("list(backend.dict)", raws)  # the chunks on disk, as a script reads them
+        return frozenset(self.keys.back(raw) for raw in raws)
 
     def _held(self) -> set[Key]:
         """Chunks the backend holds disk space for: on disk, or being written."""
@@ -444,17 +430,13 @@ class DiskAdapter(_Base):
         obj = self.staging.allocate(_shape(), _torch().uint8, busy_loop=False)
         if obj is None:
             raise RuntimeError("the disk backend's staging pool is exhausted")
-        write = _Write()
-        with self._lock:
-            self.writes[self.backend._key_to_path(raw)] = write
-        self.backend.submit_put_task(raw, obj, on_complete_callback=lambda _k, w=write:
-                                     w.done.set())
+        write = self.held.expect(raw)
+        self.backend.submit_put_task(raw, obj, on_complete_callback=write.on_complete)
         obj.ref_count_down()
         evicted.extend(sorted(before - self._resident(), key=repr))
         self._renumber()
         if not self.backend.exists_in_put_tasks(raw):
-            with self._lock:
-                self.writes.pop(self.backend._key_to_path(raw), None)
+            self.held.forget(raw)
             return None  # one chunk at a time, as on the CPU backend
         self.pending.setdefault(key, []).append((self.resets, write))
         return self._new_slot(key)
@@ -463,9 +445,7 @@ class DiskAdapter(_Base):
         self, keys: Sequence[Key], success: bool, ticket: int | None
     ) -> Completion | None:
         for key, write in self._taken(self.pending, keys):
-            write.success = success
-            write.go.set()
-            if not write.done.wait(WAIT_S):
+            if not write.release(success, WAIT_S):
                 raise RuntimeError(f"the disk write of {key!r} did not finish in {WAIT_S} s")
         self._renumber()
         return None

@@ -109,9 +109,14 @@ def hello_message(target: str, config: Mapping[str, Any],
     return message
 
 
-def new_message(capacity: int) -> dict[str, Any]:
-    """Build a fresh target of ``capacity`` slots (it replaces the previous one)."""
-    return {"request": "new", "capacity": capacity}
+def new_message(capacity: int, record: bool = False) -> dict[str, Any]:
+    """Build a fresh target of ``capacity`` slots (it replaces the previous one).
+    ``record`` (optional, for engine targets): the host writes down the engine calls the
+    adapter makes and sends them back as ``engine`` in each answer (docs/protocol.md)."""
+    message: dict[str, Any] = {"request": "new", "capacity": capacity}
+    if record:
+        message["record"] = True
+    return message
 
 
 def call_message(call: Call) -> dict[str, Any]:

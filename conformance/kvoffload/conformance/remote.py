@@ -65,6 +65,7 @@ from .protocol import (
     new_message,
     read_hello,
     read_returned_line,
+    read_value,
 )
 from .targets import Prepared, prepare
 
@@ -381,6 +382,10 @@ class RemoteTarget:
         """Calls sent whose answers are not read yet (see :meth:`post`)."""
         self.startup_s = 0.0
         self.closed = False
+        self.record = False
+        """Ask each new target's host to record its engine calls (:mod:`.engine_record`)."""
+        self.engine_entries: list[dict[str, Any]] = []
+        """The engine calls of the current target, as its host sent them back."""
 
     @property
     def call_timeout(self) -> float:
@@ -452,7 +457,7 @@ class RemoteTarget:
         if not host.alive:
             host = self._ready()
         self.outstanding = 0
-        host.send(new_message(capacity))
+        host.send(new_message(capacity, self.record))
         timeout = self.call_timeout * (2 if first else 1)
         answer = host.receive(timeout, f"while building a target of {capacity} slots")
         kind = answer.get("answer")
@@ -464,6 +469,7 @@ class RemoteTarget:
         if kind != "built":
             host.kill()
             raise HostFailure(f"the host answered new with {str(answer)[:200]}")
+        self.engine_entries = list(answer.pop("engine", ()))
         try:
             announced = read_hello({**answer, "answer": "hello"})
         except ProtocolError as error:
@@ -517,11 +523,17 @@ class RemoteTarget:
             self._died()
             raise
         self.outstanding -= 1
-        try:  # a line read before is not parsed again (LineCache)
-            value = read_returned_line(op, line)
-            if value is not NOT_RETURNED:
-                return value
-            answer = loads(line)
+        try:
+            if self.record:  # every answer carries the engine's calls: read it whole
+                answer = loads(line)
+                self.engine_entries.extend(answer.pop("engine", ()))
+                if answer.get("answer") == "returned":
+                    return read_value(op, answer.get("value"))
+            else:  # a line read before is not parsed again (LineCache)
+                value = read_returned_line(op, line)
+                if value is not NOT_RETURNED:
+                    return value
+                answer = loads(line)
         except ProtocolError as error:
             failure = host.garbage(error, "during this call")
             self._died()

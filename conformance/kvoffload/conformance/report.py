@@ -48,20 +48,40 @@ def violation_json(violation: PropertyViolation, reproducer: str | None) -> dict
     }
 
 
-def failure_json(failure: Failure, reproducer: str | None) -> dict[str, Any]:
-    """One distinct failure: its violation, how it replayed, when it was found."""
+def failure_json(failure: Failure, reproducer: str | None,
+                 engine_path: str | None = None) -> dict[str, Any]:
+    """One distinct failure: its violation, how it replayed, when it was found, and its
+    engine-native reproducer (engine targets)."""
     return {**violation_json(failure.violation, reproducer), "flaky": failure.flaky,
             "replays": failure.replays, "reproduced": failure.reproduced,
             "unreliable": failure.unreliable,
             "found_after_s": failure.found_after_s,
-            "found_trace_calls": failure.found_trace_calls}
+            "found_trace_calls": failure.found_trace_calls,
+            "engine_reproducer": engine_json(failure, engine_path)}
+
+
+ENGINE_OUTPUT = 4000
+"""How much of an engine-native reproducer's output report.json keeps (its end)."""
+
+
+def engine_json(failure: Failure, path: str | None) -> dict[str, Any] | None:
+    """The failure's engine-native script: where, and what it showed in a fresh process."""
+    engine = failure.engine
+    if engine is None:
+        return None
+    return {"path": path, "reproduced": engine.reproduced, "verdict": engine.verdict,
+            "status": engine.status, "seconds": engine.seconds,
+            "output": engine.output[-ENGINE_OUTPUT:]}
 
 
 def result_json(result: CheckResult, reproducer: str | None = None,
-                reproducers: dict[str, str] | None = None) -> dict[str, Any]:
+                reproducers: dict[str, str] | None = None,
+                engine_scripts: dict[str, str] | None = None) -> dict[str, Any]:
     """report.json for one check. ``violation`` is the first failure (as before
-    ``violations`` listed them all); ``reproducers`` maps each property to its file."""
+    ``violations`` listed them all); ``reproducers`` maps each property to its file,
+    ``engine_scripts`` to its engine-native reproducer."""
     paths = dict(reproducers or {})
+    engines = dict(engine_scripts or {})
     if reproducer is not None and result.violation is not None:
         paths.setdefault(result.violation.prop, reproducer)
     first = result.failures[0] if result.failures else None
@@ -78,8 +98,9 @@ def result_json(result: CheckResult, reproducer: str | None = None,
                 "seconds": round(result.seconds, 3), "flaky": result.flaky,
                 "stop_at_first": result.config.stop_at_first, **result.extra},
         "violation": None if first is None else failure_json(
-            first, paths.get(first.violation.prop)),
-        "violations": [failure_json(f, paths.get(f.violation.prop)) for f in result.failures],
+            first, paths.get(first.violation.prop), engines.get(first.violation.prop)),
+        "violations": [failure_json(f, paths.get(f.violation.prop),
+                                    engines.get(f.violation.prop)) for f in result.failures],
         "error": result.error,
     }
 
@@ -137,7 +158,7 @@ def summary_text(result: CheckResult) -> str:
     rows = []
     for prop in PROPERTIES:
         if prop in failed:  # a legal call rejected fails 'misuse' even under no-misuse
-            status = "FAILED" + _flaky_note(failed[prop])
+            status = "FAILED" + _flaky_note(failed[prop]) + _engine_note(failed[prop])
         elif prop in result.not_checked:
             status = f"not checked: {result.not_checked[prop]}"
         elif result.verdict == "fails" and result.config.stop_at_first:
@@ -169,6 +190,16 @@ def _flaky_note(failure: Failure) -> str:
     return f" (flaky: {'; '.join(why)})"
 
 
+def _engine_note(failure: Failure) -> str:
+    engine = failure.engine
+    return "" if engine is None or engine.reproduced else f" ({engine.verdict})"
+
+
+def engine_script_path(report_dir: Path, violation: PropertyViolation) -> Path:
+    """Where the engine-native reproducer of ``violation`` is written."""
+    return report_dir / f"engine_{_identifier(violation.prop)}.py"
+
+
 def reproducer_path(report_dir: Path, violation: PropertyViolation) -> Path:
     """Where the reproducer of ``violation`` is written under ``report_dir``."""
     return report_dir / f"reproduce_{_identifier(violation.prop)}.py"
@@ -183,8 +214,27 @@ def failures_text(result: CheckResult, report_dir: Path | None) -> str:
         head = (f"failure {number} of {len(result.failures)}"
                 + (f"{_flaky_note(failure)}" if failure.flaky else "") + ":\n"
                 if len(result.failures) > 1 or failure.flaky else "")
-        parts.append(head + counterexample_text(failure.violation, path))
+        parts.append(head + counterexample_text(failure.violation, path)
+                     + engine_text(failure, report_dir))
     return "\n\n".join(parts)
+
+
+def engine_text(failure: Failure, report_dir: Path | None) -> str:
+    """The engine-native reproducer's line: where it is and what it showed."""
+    engine = failure.engine
+    if engine is None:
+        return ""
+    if not engine.source:
+        return f"\nengine-native reproducer: none ({engine.output}); {NOT_ENGINES}"
+    path = None if report_dir is None else engine_script_path(report_dir, failure.violation)
+    shown = ("the engine's own API shows this divergence in a fresh process, without "
+             "kvoffload" if engine.reproduced else
+             f"{engine.verdict.upper()}: its engine calls did not answer as under kvoffload "
+             f"(exit {engine.status}); {NOT_ENGINES}")
+    return f"\nengine-native reproducer: {path or '(not written)'}  (python {path}): {shown}"
+
+
+NOT_ENGINES = "a failure, but not shown to be the engine's own"
 
 
 def counterexample_text(violation: PropertyViolation, reproducer: str | None) -> str:
@@ -273,13 +323,18 @@ def write_check_report(result: CheckResult, report_dir: Path) -> tuple[Path, Pat
     first failure's reproducer (all of them: :func:`reproducer_path`)."""
     report_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, str] = {}
+    engines: dict[str, str] = {}
     for failure in result.failures:
         path = reproducer_path(report_dir, failure.violation)
         path.write_text(reproducer_source(result, failure.violation), encoding="utf-8")
         written[failure.violation.prop] = str(path)
+        if failure.engine is not None and failure.engine.source:
+            script = engine_script_path(report_dir, failure.violation)
+            script.write_text(failure.engine.source, encoding="utf-8")
+            engines[failure.violation.prop] = str(script)
     reproducer = Path(written[result.failures[0].violation.prop]) if written else None
     report = report_dir / "report.json"
-    data = result_json(result, None, written)
+    data = result_json(result, None, written, engines)
     report.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return report, reproducer
 

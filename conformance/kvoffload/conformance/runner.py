@@ -15,6 +15,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from .adapter_api import Capabilities
 from .config import CheckConfig
+from .engine_script import EngineReproducer, engine_of, engine_reproducer
 from .errors import PropertyViolation
 from .examples_db import database_settings
 from .explain import error_text
@@ -52,6 +53,9 @@ class Failure:
     unreliable: str | None = None
     """Why the run saw this failure not come back (Hypothesis's ``Flaky...`` error on
     replaying it); None if nothing did."""
+    engine: EngineReproducer | None = None
+    """Its engine-native reproducer and whether it showed the failure in a fresh process
+    (engine targets, once :func:`add_engine_reproducers` ran)."""
 
     @property
     def flaky(self) -> bool:
@@ -375,3 +379,18 @@ def _replay(failure: Failure, prepared: Prepared, config: CheckConfig,
         if (v := attempt(prepared.make_adapter, shrunk_config, calls, violation.in_drain,
                          silenced))
         is not None and v.prop == violation.prop)
+
+
+def add_engine_reproducers(result: CheckResult) -> None:
+    """Give each failure of an engine target (``lmcache==``, ``vllm==``) its
+    engine-native reproducer, run in a fresh process (:mod:`.engine_script`). A failure
+    whose script does not show it stays a failure, marked not reproduced outside
+    kvoffload; a script that could not be made says why in its output."""
+    if engine_of(result.target) is None:
+        return
+    for failure in result.failures:
+        try:
+            failure.engine = engine_reproducer(result.target, result.config, failure.violation)
+        except Exception as error:  # the record could not be made: say so, never blame
+            failure.engine = EngineReproducer("", False, None, f"no engine-native reproducer "
+                                              f"could be made: {error_text(error)}", 0.0)

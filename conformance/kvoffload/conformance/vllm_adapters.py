@@ -31,6 +31,7 @@ from typing import Any
 
 from kvoffload.spec import Key, LookupResult
 
+from . import engine_record
 from .adapter_api import (
     RETRY,
     Adapter,
@@ -157,8 +158,12 @@ def _backend_builder(cls: type, config: CheckConfig) -> Callable[[int], Any]:
         raise TargetLoadError(f"cannot import {package}.backends.cpu for {cls.__name__}'s "
                               f"backend: {error}") from error
     backend_cls = backends.CPUBackend
-    return lambda capacity: cls(backend_cls(block_size=16, num_blocks=capacity),
-                                enable_events=True)
+
+    def build(capacity: int) -> Any:
+        rec = _recorder(cls)
+        backend = rec.new(backend_cls, block_size=16, num_blocks=capacity, name="backend")
+        return rec.new(cls, backend, enable_events=True, name="manager")
+    return build
 
 
 def _capacity_builder(cls: type, config: CheckConfig) -> Callable[[int], Any]:
@@ -172,7 +177,32 @@ def _capacity_builder(cls: type, config: CheckConfig) -> Callable[[int], Any]:
                          f"{config.policy.value} cannot be honoured")
     if "enable_events" in names:
         kwargs["enable_events"] = True
-    return lambda capacity: cls(capacity, **kwargs)
+    return lambda capacity: _recorder(cls).new(cls, capacity, **kwargs, name="manager")
+
+
+def _recorder(cls: type) -> Any:
+    """The recorder of the manager being built (:mod:`.engine_record`); a release the
+    suite loaded under its alias is imported as ``vllm`` in the script, which loads it
+    (:func:`.vllm_stubs.load_vllm`: an installed vLLM, else the suite's cache, stubbed)."""
+    rec = engine_record.active()
+    top = cls.__module__.split(".", 1)[0]
+    if rec.enabled and top.startswith("_kvoffload_vllm_"):
+        from . import vllm_stubs
+        from .vllm_wheels import release_of_alias
+
+        version = release_of_alias(top)
+        rec.rename_module(top, "vllm")
+        rec.carry(vllm_stubs, "# --- the vLLM stubs")
+        rec.setup(f"print('loaded', load_vllm({version!r}))")
+        rec.note(f"vLLM {version}: the script imports vllm.v1.kv_offload from an installed "
+                 f"vLLM {version} if there is one (pip install vllm=={version}); else from "
+                 f"the wheel's vllm/v1/kv_offload files as kvoffload unpacks them, unchanged, "
+                 f"in ~/.cache/kvoffload/vllm/{version} ($KVOFFLOAD_CACHE), put on sys.path "
+                 f"with small stubs for the few modules outside kv_offload that it imports "
+                 f"(vLLM's logger, its metrics class, BlockHash, kv_hints, the cache-hit "
+                 f"source enum, cdiv and round_up: load_vllm below), as kvoffload loads "
+                 f"vLLM on a machine without it. No vLLM code is copied into the script.")
+    return rec
 
 
 class VllmAdapter:
@@ -185,12 +215,13 @@ class VllmAdapter:
     """
 
     def __init__(self, manager: Any, era: str, *, raw_keys: bool = False) -> None:
-        self.manager = manager
+        self.rec = engine_record.active()
+        self.manager = self.rec.wrap(manager, "manager", reads=True)
         self.name = era
         self.era = era
         self.raw_keys = raw_keys
         self.req_context: Any = None
-        cls = type(manager)
+        cls = type(engine_record.real(manager))
         self._context_cls = _vllm_name(cls, "ReqContext") if era != "vllm-int" else None
         self._takes_context = {name: any(p.name == "req_context" for p in
                                          _params(getattr(cls, name, None)))
@@ -235,7 +266,9 @@ class VllmAdapter:
         if cls is None:
             raise TargetLoadError("this vLLM manager's package has no ReqContext class")
         names = [p.name for p in _params(cls)]
-        return cls(req_id="kvoffload-check") if "req_id" in names else cls()
+        if "req_id" in names:
+            return self.rec.new(cls, req_id="kvoffload-check", name="context")
+        return self.rec.new(cls, name="context")
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         if self._takes_context[name]:

@@ -24,11 +24,9 @@ read from the user's cache at run time.
 
 from __future__ import annotations
 
-import enum
 import importlib
 import importlib.abc
 import importlib.machinery
-import logging
 import os
 import re
 import shutil
@@ -36,11 +34,13 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, NewType
+from typing import Any
+
+from .vllm_stubs import STUBS
 
 RELEASES: tuple[str, ...] = ("0.18.0", "0.20.2", "0.21.0", "0.24.0", "0.25.0", "0.34.0")
 """The releases the conformance suite runs (seed releases 0.20.2 and 0.21.0 in CI)."""
@@ -135,84 +135,9 @@ def _extract(wheel: Path, tree: Path) -> None:
 # --- stubs for the outside modules the manager code imports ----------------------
 
 
-class _Logger:
-    """vLLM's logger interface (``warning_once`` and friends) over the logging module."""
-
-    def __init__(self, name: str) -> None:
-        self._logger = logging.getLogger(name)
-        self._said: set[tuple[str, str]] = set()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.endswith("_once"):
-            level = name.removesuffix("_once")
-
-            def once(message: str, *args: Any, **kwargs: Any) -> None:
-                if (level, message) not in self._said:
-                    self._said.add((level, message))
-                    getattr(self._logger, level)(message, *args)
-            return once
-        return getattr(self._logger, name)
-
-
-class _Stats:
-    """Stand-in for vLLM's ``OffloadingConnectorStats``: records, never exports."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.values: dict[str, Any] = {}
-
-    def set_gauge(self, name: str, value: float, *args: Any) -> None:
-        self.values[name] = value
-
-    def increase_counter(self, name: str, value: float = 1, *args: Any) -> None:
-        self.values[name] = self.values.get(name, 0) + value
-
-    def observe_histogram(self, name: str, value: float, *args: Any) -> None:
-        self.values.setdefault(name, []).append(value)
-
-    def __getattr__(self, name: str) -> Callable[..., None]:
-        return lambda *args, **kwargs: None
-
-
-class _CacheHitSource(str, enum.Enum):
-    DEVICE = "device"
-    HOST = "host"
-    P2P = "p2p"
-    DISK = "disk"
-    EXTERNAL_UNSPECIFIED = "external_unspecified"
-
-
-class _KvHintsEnvelope:
-    """Stand-in for vLLM's request hints envelope (never built by the managers)."""
-
-
-def _not_loaded(name: str) -> Callable[..., Any]:
-    def call(*args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"{name} is stubbed: kvoffload loads only vLLM's manager code")
-    return call
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(a // -b)
-
-
-def _round_up(x: int, y: int) -> int:
-    return _cdiv(x, y) * y
-
-
-_STUBS: dict[str, dict[str, Any]] = {
-    "logger": {"init_logger": _Logger},
-    "v1.core.kv_cache_utils": {
-        "BlockHash": NewType("BlockHash", bytes),
-        "resolve_kv_cache_block_sizes": _not_loaded("resolve_kv_cache_block_sizes"),
-    },
-    "distributed.kv_transfer.kv_connector.v1.offloading.metrics": {
-        "OffloadingConnectorStats": _Stats,
-    },
-    "v1.kv_hints": {"KvHintsEnvelope": _KvHintsEnvelope},
-    "v1.metrics.cache_hit_source": {"CacheHitSource": _CacheHitSource},
-    "utils.math_utils": {"cdiv": _cdiv, "round_up": _round_up},
-}
-"""Outside module (relative to ``vllm``) -> the names its stub provides."""
+_STUBS: dict[str, dict[str, Any]] = STUBS
+"""Outside module (relative to ``vllm``) -> the names its stub provides (:mod:`.vllm_stubs`,
+which an engine-native reproducer carries)."""
 
 
 # --- importing under an alias -------------------------------------------------------
@@ -345,6 +270,14 @@ class VllmRelease:
         if policy == "arc":
             return self.module("vllm.v1.kv_offload.arc_manager").ARCOffloadingManager  # type: ignore[no-any-return]  # a class of the loaded wheel
         return self.module("vllm.v1.kv_offload.lru_manager").LRUOffloadingManager  # type: ignore[no-any-return]  # a class of the loaded wheel
+
+
+def release_of_alias(alias: str) -> str:
+    """The version of the release loaded under ``alias`` (``_kvoffload_vllm_0_20_2``)."""
+    release = _FINDER.releases.get(alias)
+    if release is None:
+        raise VllmReleaseUnavailable(f"no vLLM release is loaded under {alias!r}")
+    return release.version
 
 
 def load_release(version: str, *, download: bool = True) -> VllmRelease:

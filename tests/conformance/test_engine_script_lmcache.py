@@ -1,0 +1,73 @@
+"""LMCache's findings (docs/engines.md), each shown by its engine-native reproducer in a
+fresh process: the script makes exactly the LMCache calls the adapter made and gets the
+same answers, without kvoffload (marker ``lmcache``: each case starts a host and a
+script, both importing LMCache, about 20 s)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kvoffload.conformance.config import CheckConfig
+from kvoffload.conformance.engine_script import engine_reproducer
+from kvoffload.conformance.errors import PropertyViolation
+from kvoffload.conformance.reproduce import reproduce
+from kvoffload.spec import Call, Op
+
+pytestmark = pytest.mark.lmcache
+
+TARGET = "lmcache==0.5.6"
+
+
+def store(key: str, success: bool = True) -> list[Call]:
+    return [Call(Op.PREPARE_STORE, (key,)), Call(Op.COMPLETE_STORE, (key,), success=success)]
+
+
+CASES: dict[str, tuple[dict[str, Any], list[Call], str, str]] = {
+    # name: (configuration, trace, property, an engine call the script must show)
+    "cpu-store-in-flight-invisible": (
+        {"adapter": "lmcache-cpu", "profile": "strict", "capacity": 1},
+        [Call(Op.PREPARE_STORE, ("a",)), Call(Op.LOOKUP, ("a",))], "lookup",
+        "answer = backend.exists_in_put_tasks(key_a)"),
+    "cpu-read-does-not-refresh-lru": (
+        {"adapter": "lmcache-cpu", "profile": "safe", "capacity": 2, "level": "exact"},
+        [*store("a"), *store("b"), Call(Op.PREPARE_LOAD, ("a",)),
+         Call(Op.COMPLETE_LOAD, ("a",)), Call(Op.PREPARE_STORE, ("c",))], "eviction-choice",
+        "= backend.get_blocking(key_a)"),
+    "cpu-clear-does-not-fence-a-store": (
+        {"adapter": "lmcache-cpu", "profile": "safe", "capacity": 1},
+        [Call(Op.PREPARE_STORE, ("a",)), Call(Op.RESET_CACHE), Call(Op.COMPLETE_STORE, ("a",)),
+         Call(Op.LOOKUP, ("a",))], "lookup", "answer = backend.clear()"),
+    "disk-failed-write-stays-in-put-tasks": (
+        {"adapter": "lmcache-disk", "profile": "strict", "capacity": 1},
+        [*store("a", success=False), Call(Op.LOOKUP, ("a",))], "lookup",
+        "answer = v3.release(False, 30.0)"),
+    "disk-failed-write-keeps-its-space": (
+        {"adapter": "lmcache-disk", "profile": "strict", "capacity": 2},
+        [*store("a"), *store("b", success=False), Call(Op.PREPARE_STORE, ("c",))],
+        "eviction-choice", "answer = backend.submit_put_task(key_c, "),
+}
+
+
+def found(configuration: dict[str, Any], calls: list[Call]) -> PropertyViolation:
+    try:
+        reproduce(TARGET, configuration, calls)
+    except PropertyViolation as violation:
+        violation.generated = len(violation.trace)
+        return violation
+    raise AssertionError("the trace conforms")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_lmcache_finding_is_reproduced_by_lmcache_alone(name: str) -> None:
+    configuration, calls, prop, call = CASES[name]
+    violation = found(configuration, calls)
+    assert violation.prop == prop
+    script = engine_reproducer(TARGET, CheckConfig.from_options(**configuration, spelling=""),
+                               violation)
+    assert script is not None
+    assert script.reproduced, script.output
+    assert call in script.source
+    assert "kvoffload" not in "".join(
+        line for line in script.source.splitlines() if line.startswith(("import", "from")))

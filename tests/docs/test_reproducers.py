@@ -1,0 +1,71 @@
+"""docs/reproducers/: the engine-native reproducers of docs/engines.md's LMCache and
+vLLM findings (written by docs/tools/engine_reproducers.py). Each must import nothing
+from kvoffload, be linked from the page with its verdict (bug or design), and show its
+divergence when run alone in a fresh process, as it did when it was written."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vllm_releases import release_or_skip
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDER = ROOT / "docs" / "reproducers"
+INDEX = json.loads((FOLDER / "index.json").read_text())
+LMCACHE = sorted(n for n, e in INDEX.items() if e["target"].startswith("lmcache=="))
+VLLM = sorted(n for n, e in INDEX.items() if e["target"].startswith("vllm=="))
+
+
+def run(name: str) -> subprocess.CompletedProcess[str]:
+    """The script alone: a fresh interpreter, no PYTHONPATH (kvoffload is not on it)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, str(FOLDER / f"{name}.py")], cwd=FOLDER, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_every_reproducer_is_indexed_and_imports_nothing_of_kvoffload() -> None:
+    assert sorted(p.stem for p in FOLDER.glob("*.py")) == sorted(INDEX)
+    for name in INDEX:
+        tree = ast.parse((FOLDER / f"{name}.py").read_text())
+        modules = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        modules |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert not [m for m in modules if m.split(".")[0] == "kvoffload"], name
+        assert INDEX[name]["kind"] in ("bug", "design")
+        assert INDEX[name]["status"] == 1  # it reproduced when it was written
+        assert (FOLDER / f"{name}.out").read_text().strip().endswith(INDEX[name]["last_line"])
+
+
+def test_the_engines_page_links_each_reproducer_with_its_verdict() -> None:
+    page = (ROOT / "docs" / "engines.md").read_text()
+    for name, entry in INDEX.items():
+        link = f"(reproducers/{name}.py)"
+        assert page.count(link) == 1, name
+        row = next((line for line in page.splitlines() if link in line), "")
+        if entry["target"].startswith("lmcache=="):
+            kind = "**bug**" if entry["kind"] == "bug" else "design"
+            assert f"| {kind} |" in row, name
+
+
+@pytest.mark.lmcache
+@pytest.mark.parametrize("name", LMCACHE)
+def test_each_lmcache_reproducer_shows_its_divergence_without_kvoffload(name: str) -> None:
+    done = run(name)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == INDEX[name]["last_line"]
+
+
+@pytest.mark.parametrize("name", VLLM)
+def test_each_vllm_reproducer_shows_its_divergence_without_kvoffload(
+    name: str, pytestconfig: pytest.Config
+) -> None:
+    release_or_skip(pytestconfig, INDEX[name]["target"].removeprefix("vllm=="))
+    done = run(name)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == INDEX[name]["last_line"]
