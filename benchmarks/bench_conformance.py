@@ -30,11 +30,11 @@ import sys
 import time
 from pathlib import Path
 
+from kvoffload.conformance.command.runner import run_check
 from kvoffload.conformance.config import CheckConfig, describe_tiers
-from kvoffload.conformance.lockstep import Lockstep
-from kvoffload.conformance.machine import key_pool
-from kvoffload.conformance.native import NativeAdapter
-from kvoffload.conformance.runner import run_check
+from kvoffload.conformance.judge.lockstep import Lockstep
+from kvoffload.conformance.judge.machine import key_pool
+from kvoffload.conformance.target.native import NativeAdapter
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import Call, Op
 
@@ -55,11 +55,11 @@ def default_runs(runs: int) -> list[tuple[float, int, int]]:
 
 def kill_times(count: int) -> list[float]:
     """Seconds until ``kvoffload check`` reports (found and shrunk) the PR #41795 variant."""
-    from kvoffload.conformance import mutants
+    from kvoffload.conformance.selftest import mutants
 
     times = []
     for seed in range(1, count + 1):
-        result = run_check("kvoffload.conformance.mutants:LookupPendingAsMiss",
+        result = run_check("kvoffload.conformance.selftest.mutants:LookupPendingAsMiss",
                            CheckConfig(seed=seed, stop_at_first=True),
                            obj=mutants.LookupPendingAsMiss)
         if result.violation is None or result.violation.prop != "lookup":
@@ -196,7 +196,7 @@ def design_rounds(rounds: int, examples: int = 40) -> list[float]:
 _KILL = """
 import json, statistics, sys
 from kvoffload.conformance.config import CheckConfig
-from kvoffload.conformance.runner import run_check
+from kvoffload.conformance.command.runner import run_check
 out = []
 for seed in range(1, {kills} + 1):
     r = run_check("vllm==0.20.2", CheckConfig(seed=seed, stop_at_first=True, assume=(
@@ -276,7 +276,7 @@ def round_trips(examples: int = 60, seed: int = 1) -> tuple[int, int]:
     """(round trips, steps) of one ``kvoffload check`` of the reference in a host: the
     judge's writes to the host, each followed by a wait for an answer (counted by
     wrapping ``HostProcess.flush``, which every write goes through)."""
-    from kvoffload.conformance import remote
+    from kvoffload.conformance.target import remote
 
     writes = [0]
     flush = remote.HostProcess.flush

@@ -50,7 +50,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bare_lru import BareLru
-from kvoffload.conformance.vllm_wheels import (
+from kvoffload.conformance.target.vllm_wheels import (
     VllmRelease,
     VllmReleaseUnavailable,
     load_release,

@@ -55,9 +55,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bare_lru import BareLru
 from bench_manager import contexts_for, hit_answer, load_vllm
+from kvoffload.conformance.target.vllm_wheels import VllmRelease
 from kvoffload.conformance.traffic import load, simulate
 from kvoffload.conformance.traffic.traces import BLOCK_TOKENS, Request, distinct_blocks
-from kvoffload.conformance.vllm_wheels import VllmRelease
 from kvoffload.impl import OffloadManager
 from manager_drivers import traffic_native, traffic_vllm
 from manager_trace import Request as TraceRequest

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvoffload.conformance.adapter_api import StoreOutcome
-from kvoffload.conformance.compare import lookup_agrees
 from kvoffload.conformance.config import Profile
-from kvoffload.conformance.native import NativeAdapter
-from kvoffload.conformance.vllm_adapters import VllmAdapter, era_of
+from kvoffload.conformance.judge.compare import lookup_agrees
+from kvoffload.conformance.target.native import NativeAdapter
+from kvoffload.conformance.target.vllm_adapters import VllmAdapter, era_of
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import ChoiceNotAllowed, Key, StorePlan, StoreRejected, initial_state
 from kvoffload.spec import transitions as spec

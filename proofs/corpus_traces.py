@@ -5,7 +5,7 @@
 
 The conformance suite must not import ``proofs/`` (it is not installed), so the traces
 the model checker finds are written once, here, to
-``conformance/kvoffload/conformance/corpus_modelcheck.json``, and
+``conformance/kvoffload/conformance/corpus/corpus_modelcheck.json``, and
 ``kvoffload corpus write`` reads them from there and computes every expected answer
 with the spec. The file holds calls only, never answers:
 
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "conformance" / "kvoffload" / "conformance" / "corpus_modelcheck.json"
+OUT = ROOT / "conformance" / "kvoffload" / "conformance" / "corpus" / "corpus_modelcheck.json"
 MAX_CALLS = 6
 KILLED_BY_REFINEMENT = ("ArcRejectsWithEvictable", "ArcNoAdaptation", "ArcGhostHitToT1")
 
@@ -111,7 +111,7 @@ def counterexamples() -> list[dict[str, Any]]:
 
 
 def kills() -> list[dict[str, Any]]:
-    from kvoffload.conformance import mutants
+    from kvoffload.conformance.selftest import mutants
     from kvoffload.spec import Policy
     from proofs.modelcheck.bounds import TINY
     from proofs.modelcheck.node import Form

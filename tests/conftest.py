@@ -17,7 +17,7 @@ def _lmcache_installed(request: pytest.FixtureRequest) -> None:
     and under CI (``CI=true``) they fail, so a green run never hides a missing install."""
     if request.node.get_closest_marker("lmcache") is None:
         return
-    from kvoffload.conformance.lmcache_loader import installed_version
+    from kvoffload.conformance.target.lmcache_loader import installed_version
 
     have = installed_version()
     if have != "0.5.6":
@@ -31,7 +31,7 @@ def _lmcache_installed(request: pytest.FixtureRequest) -> None:
 def _no_network_namespace() -> str:
     """Why a process here cannot make a network namespace ('' when it can), probed in
     a child so this process stays where it is."""
-    probe = ("from kvoffload.conformance.mooncake_cluster import new_network_namespace\n"
+    probe = ("from kvoffload.conformance.target.mooncake_cluster import new_network_namespace\n"
              "new_network_namespace()")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=60, check=False)
@@ -47,7 +47,7 @@ def _mooncake_installed(request: pytest.FixtureRequest) -> None:
     wheel they skip, and under CI (``CI=true``) they fail, as ``lmcache`` tests do."""
     if request.node.get_closest_marker("mooncake") is None:
         return
-    from kvoffload.conformance.mooncake_adapter import SUPPORTED, installed_version
+    from kvoffload.conformance.target.mooncake_adapter import SUPPORTED, installed_version
 
     have = installed_version()
     if have not in SUPPORTED:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kvoffload.conformance.vllm_wheels import (
+from kvoffload.conformance.target.vllm_wheels import (
     VllmRelease,
     VllmReleaseUnavailable,
     load_release,
@@ -82,9 +82,9 @@ def replay_recorded(entry: dict[str, Any]) -> str:
     options, judged by ``kvoffload corpus replay``'s lockstep: ``"failed"``,
     ``"passed"``, or ``"skipped"`` where the case does not apply to those options."""
     from kvoffload.conformance.config import CheckConfig
-    from kvoffload.conformance.corpus import engine_cases
-    from kvoffload.conformance.corpus_replay import applies, replay_case
-    from kvoffload.conformance.targets import prepare
+    from kvoffload.conformance.corpus.corpus import engine_cases
+    from kvoffload.conformance.corpus.corpus_replay import applies, replay_case
+    from kvoffload.conformance.target.targets import prepare
 
     config = CheckConfig.from_options(profile=entry["profile"], policy=entry["policy"],
                                       level=entry["level"], assume=entry["assume"])

@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kvoffload.conformance.command.engine_script import engine_reproducer
 from kvoffload.conformance.config import CheckConfig
-from kvoffload.conformance.engine_script import engine_reproducer
 from kvoffload.conformance.errors import PropertyViolation
 from kvoffload.conformance.reproduce import reproduce
 from kvoffload.spec import Call, Op

@@ -2,7 +2,7 @@
 
 The population is fixed (issue 24): the 17 spec mutants of
 ``proofs/modelcheck/mutants.py``, the 28 seeded-bug variants of the conformance
-self-test (``kvoffload.conformance.selftest.CATALOGUE``, its controls left out) and the
+self-test (``kvoffload.conformance.selftest.selftest.CATALOGUE``, its controls left out) and the
 three planted false contracts of :mod:`.planted`. A spec mutant is refuted when CrossHair
 refutes a contract of :mod:`.contracts` for an operation the mutant replaces, with the
 mutant in place; a manager variant when it refutes :mod:`.refines` with that manager; a
@@ -56,7 +56,7 @@ def spec_mutants(timeout: float) -> Iterator[Member]:
 
 
 def manager_variants(timeout: float) -> Iterator[Member]:
-    from kvoffload.conformance.selftest import CATALOGUE, MODULE
+    from kvoffload.conformance.selftest.selftest import CATALOGUE, MODULE
 
     for entry in CATALOGUE:
         if entry.kind != "variant":

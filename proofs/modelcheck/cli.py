@@ -205,7 +205,7 @@ def mutant_table(rows: list[table.Row]) -> str:
     lines = ["| spec mutant (`--check mutant:NAME`) | decision | rule broken | caught by the "
              "comparison: `python proofs/check.py --check mutant:NAME --preset tiny` | "
              "caught by the laws alone: the same command with `--laws-only` | hidden by | "
-             "seeded bug of the same class in `kvoffload.conformance.mutants` |",
+             "seeded bug of the same class in `kvoffload.conformance.selftest.mutants` |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for m in MUTANTS:
         check = CHECKS_BY_NAME[f"mutant:{m.name}"]

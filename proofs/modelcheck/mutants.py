@@ -10,7 +10,7 @@ copies in flight, a stale completion) must also pass once that assumption is mad
 that is what the assumption buys a target that relies on it.
 
 Names: a mutant of the same bug class as a seeded bug of the conformance suite's
-self-test (``kvoffload.conformance.mutants``, variants of the reference manager) takes
+self-test (``kvoffload.conformance.selftest.mutants``, variants of the reference manager) takes
 that bug's name (``in_suite``); the others are spec-level bugs the suite has no variant
 for. ``proofs/README.md`` lists both side by side.
 """

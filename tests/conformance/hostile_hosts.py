@@ -24,11 +24,11 @@ class Target(OffloadManager):
 
 CHEATS = {
     "patches the runner's exploration": """
-import kvoffload.conformance.runner as runner
+import kvoffload.conformance.command.runner as runner
 runner._explore = lambda *args, **kwargs: False
 """,
     "wraps Lockstep.step to swallow violations": """
-from kvoffload.conformance.lockstep import Lockstep
+from kvoffload.conformance.judge.lockstep import Lockstep
 _step = Lockstep.step
 def _quiet(self, call):
     try:
@@ -38,11 +38,11 @@ def _quiet(self, call):
 Lockstep.step = _quiet
 """,
     "replaces the exit status": """
-import kvoffload.conformance.check_command as command
+import kvoffload.conformance.command.check_command as command
 command.exit_status = lambda verdict, error: 0
 """,
     "replaces the Hypothesis settings": """
-import kvoffload.conformance.runner as runner
+import kvoffload.conformance.command.runner as runner
 _settings = runner.settings
 runner.settings = lambda **kwargs: _settings(**{**kwargs, "max_examples": 0})
 """,

@@ -9,9 +9,9 @@ their own (xdist) start one."""
 
 from __future__ import annotations
 
-import kvoffload.conformance.report
-import kvoffload.conformance.runner
-import kvoffload.conformance.targets
+import kvoffload.conformance.command.report
+import kvoffload.conformance.command.runner
+import kvoffload.conformance.target.targets
 
-SUITE = (kvoffload.conformance.report, kvoffload.conformance.runner,
-         kvoffload.conformance.targets)
+SUITE = (kvoffload.conformance.command.report, kvoffload.conformance.command.runner,
+         kvoffload.conformance.target.targets)

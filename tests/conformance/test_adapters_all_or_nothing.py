@@ -37,8 +37,8 @@ import pytest
 
 from kvoffload.conformance.adapter_api import Adapter
 from kvoffload.conformance.config import CheckConfig
-from kvoffload.conformance.native import NativeAdapter
-from kvoffload.conformance.targets import prepare
+from kvoffload.conformance.target.native import NativeAdapter
+from kvoffload.conformance.target.targets import prepare
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import Call, MisuseError, Op, StoreRejected, apply, initial_state, replay
 

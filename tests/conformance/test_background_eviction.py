@@ -10,11 +10,11 @@ from collections.abc import Iterable
 import pytest
 from spec_backed import SpecBackedManager
 
+from kvoffload.conformance.command.runner import run_check
 from kvoffload.conformance.config import CheckConfig
 from kvoffload.conformance.errors import PropertyViolation
-from kvoffload.conformance.lockstep import replay
-from kvoffload.conformance.native import NativeAdapter
-from kvoffload.conformance.runner import run_check
+from kvoffload.conformance.judge.lockstep import replay
+from kvoffload.conformance.target.native import NativeAdapter
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import (
     Call,
@@ -180,9 +180,9 @@ def test_a_whole_run_judges_background_eviction_by_the_setting() -> None:
 
 
 def test_the_setting_is_named_and_chosen_by_the_mooncake_kind() -> None:
+    from kvoffload.conformance.command.report import eviction_text
     from kvoffload.conformance.options import EVICTIONS
-    from kvoffload.conformance.report import eviction_text
-    from kvoffload.conformance.targets import with_target_defaults
+    from kvoffload.conformance.target.targets import with_target_defaults
 
     assert tuple(e.value for e in Eviction) == EVICTIONS
     mooncake = with_target_defaults("mooncake==0.3.13.post1", CheckConfig())

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kvoffload.conformance.cli import main
-from kvoffload.conformance.report import SCHEMA
+from kvoffload.conformance.command.report import SCHEMA
 
 SMALL = ["--max-examples", "25", "--steps", "60", "--seed", "5", "--quiet"]
 
@@ -24,8 +24,8 @@ def test_a_failing_target_exits_1_with_report_and_reproducer(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     junit = tmp_path / "junit.xml"
-    code = run(["kvoffload.conformance.mutants:LookupPendingAsMiss", "--junit", str(junit)],
-               tmp_path)
+    code = run(["kvoffload.conformance.selftest.mutants:LookupPendingAsMiss",
+                "--junit", str(junit)], tmp_path)
     out = capsys.readouterr().out
     assert code == 1
     assert "property 'lookup' violated" in out

@@ -6,9 +6,9 @@ from collections.abc import Iterable
 
 import pytest
 
+from kvoffload.conformance.command.runner import run_check
 from kvoffload.conformance.config import CheckConfig
-from kvoffload.conformance.lockstep import Lockstep
-from kvoffload.conformance.runner import run_check
+from kvoffload.conformance.judge.lockstep import Lockstep
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import (
     API_OPS,

@@ -16,7 +16,7 @@ pytest_plugins = ["pytester"]
 def test_targets_become_items_that_pass_or_fail(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(
         "--kvoffload-target=kvoffload.impl:OffloadManager",
-        "--kvoffload-target=kvoffload.conformance.mutants:LookupPendingAsMiss",
+        "--kvoffload-target=kvoffload.conformance.selftest.mutants:LookupPendingAsMiss",
         "--kvoffload-max-examples=20", "--kvoffload-steps=50", "--kvoffload-seed=3",
         "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
@@ -34,7 +34,7 @@ def test_without_a_target_the_plugin_adds_nothing(pytester: pytest.Pytester) -> 
 
 def test_configuration_options_reach_the_check(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(
-        "--kvoffload-target=kvoffload.conformance.mutants:TouchIgnored",
+        "--kvoffload-target=kvoffload.conformance.selftest.mutants:TouchIgnored",
         "--kvoffload-level=exact", "--kvoffload-max-examples=40", "--kvoffload-seed=3",
         "--kvoffload-assume=unique-keys", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)

@@ -31,7 +31,7 @@ from hostile_targets import (
 
 from kvoffload.conformance.cli import main
 from kvoffload.conformance.config import CheckConfig, Level
-from kvoffload.conformance.corpus import (
+from kvoffload.conformance.corpus.corpus import (
     CORPUS_VERSION,
     ENGINE_TRACES,
     MAX_CALLS,
@@ -45,11 +45,11 @@ from kvoffload.conformance.corpus import (
     modelcheck_traces,
     tiny_cases,
 )
-from kvoffload.conformance.corpus_replay import applies, replay_case, replay_corpus
-from kvoffload.conformance.corpus_write import selftest_cases, write_corpus
+from kvoffload.conformance.corpus.corpus_replay import applies, replay_case, replay_corpus
+from kvoffload.conformance.corpus.corpus_write import selftest_cases, write_corpus
 from kvoffload.conformance.errors import PropertyViolation
-from kvoffload.conformance.selftest import CATALOGUE
-from kvoffload.conformance.targets import prepare
+from kvoffload.conformance.selftest.selftest import CATALOGUE
+from kvoffload.conformance.target.targets import prepare
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import Call, Op, Policy
 
@@ -266,7 +266,7 @@ def test_the_selftest_cases_are_the_same_on_every_run(corpus: Path) -> None:
 
 
 def test_shrink_calls_keeps_what_fails_and_needs_no_clock() -> None:
-    from kvoffload.conformance.shrink import shrink_calls
+    from kvoffload.conformance.judge.shrink import shrink_calls
 
     calls = [Call(Op.PREPARE_STORE, ("x", "y")), Call(Op.LOOKUP, ("y",)), Call(Op.RESET_CACHE),
              Call(Op.COMPLETE_STORE, ("x",), success=False), Call(Op.TAKE_EVENTS)]
@@ -284,7 +284,7 @@ def test_the_arc_variants_are_self_test_variants() -> None:
 @pytest.mark.parametrize("entry", VARIANTS, ids=lambda e: e.label)
 def test_each_seeded_variant_fails_its_selftest_case(corpus: Path, entry: Any) -> None:
     """Replayed at the variant's own policy and level, in this process."""
-    from kvoffload.conformance import mutants
+    from kvoffload.conformance.selftest import mutants
 
     config = CheckConfig(policy=entry.policy, level=entry.level)
     prepared = prepare(entry.target, config, getattr(mutants, entry.cls))
@@ -297,7 +297,7 @@ def test_replay_exits_1_naming_the_property(corpus: Path, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     """A failure names the property, shows check's divergence table and writes check's
     report.json and reproducer (which fails on its own, as check's do)."""
-    target = "kvoffload.conformance.mutants:LookupPendingAsMiss"
+    target = "kvoffload.conformance.selftest.mutants:LookupPendingAsMiss"
     assert main(["corpus", "replay", str(corpus), target, "--report-dir", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "FAILED scenario-pr41795 at step 2: property 'lookup'" in out
@@ -351,7 +351,7 @@ def test_ctrl_c_exits_130_with_check_s_report(corpus: Path, tmp_path: Path) -> N
 
 
 def test_safe_profile_accepts_miss_for_pending(corpus: Path) -> None:
-    target = "kvoffload.conformance.mutants:LookupPendingAsMiss"
+    target = "kvoffload.conformance.selftest.mutants:LookupPendingAsMiss"
     outcome = replay_corpus(target, CheckConfig.from_options(profile="safe"), corpus,
                             in_process=True).outcome
     assert not [f for f in outcome.failed if f.violation.prop == "lookup"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kvoffload.conformance.corpus_write import write_corpus
+from kvoffload.conformance.corpus.corpus_write import write_corpus
 
 SOURCE = Path(__file__).resolve().parents[2] / "corpus" / "replayer" / "replay.cpp"
 HEADER = Path("/usr/include/nlohmann/json.hpp")

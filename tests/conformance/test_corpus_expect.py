@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from corpus_expect import spec_disagrees
 
-from kvoffload.conformance.corpus import engine_cases, scenario_cases
-from kvoffload.conformance.corpus_write import all_cases
+from kvoffload.conformance.corpus.corpus import engine_cases, scenario_cases
+from kvoffload.conformance.corpus.corpus_write import all_cases
 
 
 def test_a_wrong_expect_is_caught() -> None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from kvoffload.conformance.config import CheckConfig
-from kvoffload.conformance.corpus import engine_cases
-from kvoffload.conformance.corpus_replay import applies, replay_case
+from kvoffload.conformance.corpus.corpus import engine_cases
+from kvoffload.conformance.corpus.corpus_replay import applies, replay_case
 from kvoffload.conformance.errors import PropertyViolation
-from kvoffload.conformance.targets import prepare
+from kvoffload.conformance.target.targets import prepare
 
 pytestmark = pytest.mark.lmcache
 
@@ -45,7 +45,7 @@ def test_the_same_trace_is_assumed_away_under_no_reset_in_flight() -> None:
 def test_each_recorded_lmcache_counterexample_fails_on_replay() -> None:
     """docs/engines.md's LMCache counterexamples (corpus_engines.json), replayed as
     corpus cases under their run's own options: LMCache 0.5.6 fails every one."""
-    from kvoffload.conformance.corpus import engines_data
+    from kvoffload.conformance.corpus.corpus import engines_data
 
     cases = {c["name"]: c for c in engine_cases()}
     entries = [e for e in engines_data()["counterexamples"] if e["engine"] == "lmcache"]

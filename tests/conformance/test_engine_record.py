@@ -13,8 +13,9 @@ from pathlib import Path
 import fake_engine
 import pytest
 
-from kvoffload.conformance import engine_record, engine_script
+from kvoffload.conformance.command import engine_script
 from kvoffload.conformance.errors import PropertyViolation
+from kvoffload.conformance.target import engine_record
 from kvoffload.spec import Call, Op
 
 MARKER = "# --- the fake engine"
@@ -109,9 +110,9 @@ def test_a_host_asked_to_record_sends_the_entries_back_with_each_answer() -> Non
 
     import jsonschema
 
-    from kvoffload.conformance import host as host_module
     from kvoffload.conformance.config import CheckConfig
-    from kvoffload.conformance.protocol import config_fields
+    from kvoffload.conformance.target import host as host_module
+    from kvoffload.conformance.target.protocol import config_fields
 
     schema = json.loads((Path(host_module.__file__).parent / "protocol_schema.json").read_text())
     validator = jsonschema.Draft202012Validator(schema)
@@ -134,9 +135,9 @@ def test_a_host_asked_to_record_sends_the_entries_back_with_each_answer() -> Non
 def test_the_report_says_whether_the_engine_script_reproduced(tmp_path: Path) -> None:
     import json
 
+    from kvoffload.conformance.command.report import summary_text, write_check_report
+    from kvoffload.conformance.command.runner import CheckResult, Failure
     from kvoffload.conformance.config import CheckConfig
-    from kvoffload.conformance.report import summary_text, write_check_report
-    from kvoffload.conformance.runner import CheckResult, Failure
 
     shown = Failure(violation())
     shown.engine = engine_script.EngineReproducer("print('x')\n", True, 1, "REPRODUCED", 1.0)

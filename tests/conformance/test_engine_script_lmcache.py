@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from kvoffload.conformance.command.engine_script import engine_reproducer
 from kvoffload.conformance.config import CheckConfig
-from kvoffload.conformance.engine_script import engine_reproducer
 from kvoffload.conformance.errors import PropertyViolation
 from kvoffload.conformance.reproduce import reproduce
 from kvoffload.spec import Call, Op

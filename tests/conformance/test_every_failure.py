@@ -8,9 +8,9 @@ import json
 from collections.abc import Hashable
 from pathlib import Path
 
+from kvoffload.conformance.command.report import failures_text, summary_text, write_check_report
+from kvoffload.conformance.command.runner import REPLAYS, run_check
 from kvoffload.conformance.config import CheckConfig
-from kvoffload.conformance.report import failures_text, summary_text, write_check_report
-from kvoffload.conformance.runner import REPLAYS, run_check
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import Events, LookupResult
 
@@ -81,9 +81,9 @@ def test_shrinking_and_replays_pass_over_the_silenced_properties() -> None:
     """Regression: a later round's failure was shrunk and replayed without silencing the
     properties already failed, so its replays stopped at those first (vLLM 0.20.2 ARC:
     'rejection' reported flaky, 0 of 5 replays)."""
-    from kvoffload.conformance.mutants import LookupPendingAsMiss
-    from kvoffload.conformance.native import NativeAdapter
-    from kvoffload.conformance.shrink import attempt
+    from kvoffload.conformance.judge.shrink import attempt
+    from kvoffload.conformance.selftest.mutants import LookupPendingAsMiss
+    from kvoffload.conformance.target.native import NativeAdapter
     from kvoffload.spec import Call, Op
 
     calls = [Call(Op.PREPARE_STORE, ("a",)), Call(Op.LOOKUP, ("a",))]

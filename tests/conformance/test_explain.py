@@ -1,8 +1,8 @@
-"""Unit tests of ``kvoffload.conformance.explain``: how errors read in reports."""
+"""Unit tests of ``kvoffload.conformance.judge.explain``: how errors read in reports."""
 
 from __future__ import annotations
 
-from kvoffload.conformance.explain import error_text
+from kvoffload.conformance.judge.explain import error_text
 from kvoffload.spec import NotReadable
 
 

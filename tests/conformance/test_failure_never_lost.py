@@ -23,7 +23,7 @@ import pytest
 from hostile_targets import LiarKeys
 from hypothesis.errors import FlakyStrategyDefinition
 
-from kvoffload.conformance import runner
+from kvoffload.conformance.command import runner
 from kvoffload.conformance.config import CheckConfig
 from kvoffload.conformance.errors import PropertyViolation
 

@@ -15,11 +15,11 @@ def lengths() -> list[tuple[int, str]]:
     """(lines, "module:function") for every function and method of the package."""
     root = Path(kvoffload.conformance.__file__).parent
     found = []
-    for path in sorted(root.glob("*.py")):
+    for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 size = (node.end_lineno or node.lineno) - node.lineno + 1
-                found.append((size, f"{path.name}:{node.name}"))
+                found.append((size, f"{path.relative_to(root)}:{node.name}"))
     return sorted(found, reverse=True)
 
 

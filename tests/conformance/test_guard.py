@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kvoffload.conformance.errors import PropertyViolation, TargetLoadError
-from kvoffload.conformance.guard import (
+from kvoffload.conformance.judge.guard import (
     Interrupted,
     guarded_call,
     stop_on_sigint,

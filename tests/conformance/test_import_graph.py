@@ -59,14 +59,15 @@ def in_a_cycle(graph: dict[str, set[str]], start: str) -> list[str] | None:
     return None
 
 
-CORPUS_MODULES = ("corpus", "corpus_replay", "corpus_write", "corpus_command", "generator")
+CORPUS_MODULES = ("corpus.corpus", "corpus.corpus_replay", "corpus.corpus_write",
+                  "corpus.corpus_command", "judge.generator")
 
 
 def test_the_graph_is_read() -> None:
     graph = import_graph()
-    assert f"{PREFIX}.corpus" in graph[f"{PREFIX}.corpus_replay"]
-    assert f"{PREFIX}.lockstep" in graph[f"{PREFIX}.corpus_replay"]
-    assert f"{PREFIX}.generator" in graph[f"{PREFIX}.machine"]
+    assert f"{PREFIX}.corpus.corpus" in graph[f"{PREFIX}.corpus.corpus_replay"]
+    assert f"{PREFIX}.judge.lockstep" in graph[f"{PREFIX}.corpus.corpus_replay"]
+    assert f"{PREFIX}.judge.generator" in graph[f"{PREFIX}.judge.machine"]
 
 
 def test_no_corpus_module_is_in_an_import_cycle() -> None:
@@ -76,8 +77,8 @@ def test_no_corpus_module_is_in_an_import_cycle() -> None:
 
 
 def test_corpus_imports_no_replayer() -> None:
-    assert not {f"{PREFIX}.corpus_replay", f"{PREFIX}.corpus_write",
-                f"{PREFIX}.corpus_command"} & import_graph()[f"{PREFIX}.corpus"]
+    assert not {f"{PREFIX}.corpus.corpus_replay", f"{PREFIX}.corpus.corpus_write",
+                f"{PREFIX}.corpus.corpus_command"} & import_graph()[f"{PREFIX}.corpus.corpus"]
 
 
 def test_a_cycle_is_found() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from kvoffload.conformance.isolation import mark_running, run_isolated
+from kvoffload.conformance.target.isolation import mark_running, run_isolated
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from kvoffload.conformance.command.runner import run_check
 from kvoffload.conformance.config import CheckConfig, Level, Profile
 from kvoffload.conformance.errors import PropertyViolation
 from kvoffload.conformance.reproduce import reproduce
-from kvoffload.conformance.runner import run_check
 from kvoffload.spec import Call, Op
 
 pytestmark = pytest.mark.lmcache
@@ -129,8 +129,8 @@ ones, and the slow tier replays the whole 6-call corpus."""
 
 
 def write(directory: Any, max_calls: int | None) -> Any:
-    from kvoffload.conformance.corpus import MAX_CALLS
-    from kvoffload.conformance.corpus_write import write_corpus
+    from kvoffload.conformance.corpus.corpus import MAX_CALLS
+    from kvoffload.conformance.corpus.corpus_write import write_corpus
 
     write_corpus(directory, selftest=False, max_calls=max_calls or MAX_CALLS)
     return directory
@@ -142,7 +142,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def check_cpu_replay(corpus: Any) -> None:
-    from kvoffload.conformance.corpus_replay import replay_corpus
+    from kvoffload.conformance.corpus.corpus_replay import replay_corpus
 
     fit = CheckConfig(profile=Profile.SAFE, assume=CPU_FIT, max_keys_per_call=1)
     outcome = replay_corpus(TARGET, fit, corpus, in_process=True).outcome
@@ -166,7 +166,7 @@ def check_cpu_replay(corpus: Any) -> None:
 
 
 def check_disk_replay(corpus: Any) -> None:
-    from kvoffload.conformance.corpus_replay import replay_corpus
+    from kvoffload.conformance.corpus.corpus_replay import replay_corpus
 
     config = CheckConfig(adapter="lmcache-disk", max_keys_per_call=1)
     failed = {f.case for f in replay_corpus(TARGET, config, corpus, in_process=True).outcome.failed}

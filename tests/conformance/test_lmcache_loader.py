@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from kvoffload.conformance import lmcache_loader
 from kvoffload.conformance.cli import main
+from kvoffload.conformance.command.runner import run_check
 from kvoffload.conformance.config import CheckConfig
 from kvoffload.conformance.errors import TargetLoadError, UsageError
-from kvoffload.conformance.lockstep import Lockstep
-from kvoffload.conformance.runner import run_check
-from kvoffload.conformance.targets import with_target_defaults
+from kvoffload.conformance.judge.lockstep import Lockstep
+from kvoffload.conformance.target import lmcache_loader
+from kvoffload.conformance.target.targets import with_target_defaults
 from kvoffload.spec import Call, Op, Policy
 
 

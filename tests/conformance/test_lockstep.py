@@ -12,12 +12,12 @@ from dataclasses import replace
 import pytest
 from spec_backed import SpecBackedManager
 
-from kvoffload.conformance import mutants
 from kvoffload.conformance.adapter_api import RETRY, Reported
 from kvoffload.conformance.config import CheckConfig, Level, Profile
 from kvoffload.conformance.errors import PropertyViolation
-from kvoffload.conformance.lockstep import Lockstep, lookup_agrees, replay
-from kvoffload.conformance.native import NativeAdapter
+from kvoffload.conformance.judge.lockstep import Lockstep, lookup_agrees, replay
+from kvoffload.conformance.selftest import mutants
+from kvoffload.conformance.target.native import NativeAdapter
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import (
     Call,

@@ -1,7 +1,7 @@
 """Mooncake Store 0.3.13.post1 under the suite (``pip install -e '.[mooncake]'``).
 
 A real master and two real clients, in a network namespace of their own
-(:mod:`kvoffload.conformance.mooncake_cluster`). Each deterministic failure documented in
+(:mod:`kvoffload.conformance.target.mooncake_cluster`). Each deterministic failure documented in
 docs/engines.md is replayed as its shrunk trace; the processes are shown to run on
 loopback alone and to end with the run, however it ends. Without the wheel these tests
 skip; under CI (CI=true) they fail instead.
@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 
 from kvoffload.conformance.errors import PropertyViolation
-from kvoffload.conformance.mooncake_cluster import (
+from kvoffload.conformance.reproduce import reproduce
+from kvoffload.conformance.target.mooncake_cluster import (
     MASTER_RPC_PORT,
     TAG_VARIABLE,
     Cluster,
     tagged_processes,
 )
-from kvoffload.conformance.reproduce import reproduce
 from kvoffload.spec import Call, Op
 
 pytestmark = pytest.mark.mooncake
@@ -167,7 +167,7 @@ def test_the_mooncake_native_reproducer_shows_each_divergence() -> None:
 
 def test_the_adapter_records_the_mooncake_calls_it_made() -> None:
     from kvoffload.conformance.config import CheckConfig
-    from kvoffload.conformance.targets import prepare
+    from kvoffload.conformance.target.targets import prepare
 
     adapter: Any = prepare(TARGET, CheckConfig(capacity=2)).make_adapter(2)
     tier = f"t{adapter.tier}/"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kvoffload.conformance import mooncake_adapter
 from kvoffload.conformance.config import CheckConfig, Policy
 from kvoffload.conformance.errors import TargetLoadError, UsageError
-from kvoffload.conformance.targets import load_object, prepare, target_defaults
+from kvoffload.conformance.target import mooncake_adapter
+from kvoffload.conformance.target.targets import load_object, prepare, target_defaults
 
 
 def test_another_release_is_refused_before_anything_starts() -> None:

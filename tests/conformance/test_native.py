@@ -22,8 +22,8 @@ from hostile_targets import (
     ZeroTickets,
 )
 
+from kvoffload.conformance.command.runner import run_check
 from kvoffload.conformance.config import CheckConfig, Level
-from kvoffload.conformance.runner import run_check
 from kvoffload.spec import Policy
 
 BUDGET = {"max_examples": 60, "steps": 60, "seed": 3}
@@ -78,7 +78,7 @@ def test_a_plan_with_more_slots_than_keys_is_refused_before_its_slots_are_read()
     from dataclasses import replace
 
     from kvoffload.conformance.errors import Untranslatable
-    from kvoffload.conformance.native import NativeAdapter
+    from kvoffload.conformance.target.native import NativeAdapter
     from kvoffload.impl import OffloadManager
 
     class Oversized(OffloadManager):

@@ -14,13 +14,12 @@ from pathlib import Path
 import pytest
 from inprocess_suite import SUITE
 
-from kvoffload.conformance import UsageError, check, lmcache_loader, pytest_plugin
-from kvoffload.conformance.check_command import add_check_arguments
+from kvoffload.conformance import UsageError, check, pytest_plugin
 from kvoffload.conformance.cli import main
+from kvoffload.conformance.command.check_command import add_check_arguments
 from kvoffload.conformance.config import CheckConfig, Level, Profile
-from kvoffload.conformance.corpus_command import REPLAY_OPTIONS
-from kvoffload.conformance.isolation import IN_PROCESS
-from kvoffload.conformance.lockstep import Lockstep
+from kvoffload.conformance.corpus.corpus_command import REPLAY_OPTIONS
+from kvoffload.conformance.judge.lockstep import Lockstep
 from kvoffload.conformance.options import (
     ASSUMPTION_NAMES,
     BY_NAME,
@@ -36,7 +35,9 @@ from kvoffload.conformance.options import (
     options_of,
     parse_options,
 )
-from kvoffload.conformance.targets import with_target_defaults
+from kvoffload.conformance.target import lmcache_loader
+from kvoffload.conformance.target.isolation import IN_PROCESS
+from kvoffload.conformance.target.targets import with_target_defaults
 from kvoffload.spec import ASSUMPTIONS, Call, Op, Policy
 
 assert SUITE  # imported before any in-process run (see inprocess_suite)

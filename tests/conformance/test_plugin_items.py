@@ -14,7 +14,7 @@ from inprocess_suite import SUITE
 assert SUITE  # imported before any in-process run (see inprocess_suite)
 pytest_plugins = ["pytester"]
 
-MUTANT = "kvoffload.conformance.mutants:LookupPendingAsMiss"
+MUTANT = "kvoffload.conformance.selftest.mutants:LookupPendingAsMiss"
 REFERENCE = "kvoffload.impl:OffloadManager"
 BUDGET = ("--kvoffload-max-examples=12", "--kvoffload-steps=40", "--kvoffload-no-database",
           "--kvoffload-seed=3")

@@ -14,7 +14,7 @@ from inprocess_suite import SUITE
 assert SUITE  # imported before any in-process run (see inprocess_suite)
 pytest_plugins = ["pytester"]
 
-MUTANT = "kvoffload.conformance.mutants:LookupPendingAsMiss"
+MUTANT = "kvoffload.conformance.selftest.mutants:LookupPendingAsMiss"
 REFERENCE = "kvoffload.impl:OffloadManager"
 BUDGET = ["--kvoffload-max-examples=12", "--kvoffload-steps=40", "--kvoffload-no-database"]
 
@@ -30,7 +30,7 @@ def test_hypothesis_seed_is_honoured(pytester: pytest.Pytester) -> None:
 
 def test_reproducers_name_a_file_target_by_its_absolute_path(pytester: pytest.Pytester) -> None:
     (pytester.path / "mine.py").write_text(
-        "from kvoffload.conformance.mutants import LookupPendingAsMiss as Manager\n")
+        "from kvoffload.conformance.selftest.mutants import LookupPendingAsMiss as Manager\n")
     result = pytester.runpytest("--kvoffload-target=mine.py:Manager", *BUDGET,
                                            "--kvoffload-seed=3", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)

@@ -16,11 +16,11 @@ import jsonschema
 import pytest
 
 from kvoffload.conformance import check
-from kvoffload.conformance import remote as remote_module
 from kvoffload.conformance.adapter_api import RETRY
 from kvoffload.conformance.cli import main
 from kvoffload.conformance.errors import Untranslatable
-from kvoffload.conformance.protocol import (
+from kvoffload.conformance.target import remote as remote_module
+from kvoffload.conformance.target.protocol import (
     NOT_RETURNED,
     LineCache,
     ProtocolError,
@@ -120,7 +120,7 @@ def test_a_line_that_is_no_message_is_garbage(line: bytes) -> None:
 
 EXEC_HOST = """
 import json, sys
-from kvoffload.conformance.protocol import PROTOCOL_VERSION
+from kvoffload.conformance.target.protocol import PROTOCOL_VERSION
 CALLS = 0
 for line in sys.stdin:
     message = json.loads(line)

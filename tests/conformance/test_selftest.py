@@ -11,14 +11,14 @@ from dataclasses import replace
 
 import pytest
 
-from kvoffload.conformance import mutants
-from kvoffload.conformance.check_command import SELF_TEST_SEED
+from kvoffload.conformance.command.check_command import SELF_TEST_SEED
+from kvoffload.conformance.command.runner import run_check
 from kvoffload.conformance.config import CheckConfig
 from kvoffload.conformance.errors import PropertyViolation
-from kvoffload.conformance.lockstep import replay
-from kvoffload.conformance.native import NativeAdapter
-from kvoffload.conformance.runner import run_check
-from kvoffload.conformance.selftest import CATALOGUE, Entry
+from kvoffload.conformance.judge.lockstep import replay
+from kvoffload.conformance.selftest import mutants
+from kvoffload.conformance.selftest.selftest import CATALOGUE, Entry
+from kvoffload.conformance.target.native import NativeAdapter
 
 VARIANTS = [e for e in CATALOGUE if e.kind == "variant"]
 CONTROLS = [e for e in CATALOGUE if e.kind == "control"]
@@ -60,7 +60,7 @@ def test_every_control_passes_a_short_run(entry: Entry) -> None:
 
 @pytest.mark.slow
 def test_the_whole_self_test_at_the_default_budget() -> None:
-    from kvoffload.conformance.selftest import run_self_test
+    from kvoffload.conformance.selftest.selftest import run_self_test
 
     report = run_self_test(CheckConfig(seed=SELF_TEST_SEED))
     bad = [(o.entry.label, o.status) for o in report.outcomes if not o.ok]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from kvoffload.conformance import mutants
 from kvoffload.conformance.config import CheckConfig
 from kvoffload.conformance.errors import PropertyViolation
-from kvoffload.conformance.lockstep import replay
-from kvoffload.conformance.native import NativeAdapter
-from kvoffload.conformance.shrink import _tiers, shrink
+from kvoffload.conformance.judge.lockstep import replay
+from kvoffload.conformance.judge.shrink import _tiers, shrink
+from kvoffload.conformance.selftest import mutants
+from kvoffload.conformance.target.native import NativeAdapter
 from kvoffload.spec import Call, Op
 
 PS, CS, L, T, E = Op.PREPARE_STORE, Op.COMPLETE_STORE, Op.LOOKUP, Op.TOUCH, Op.TAKE_EVENTS

@@ -26,10 +26,10 @@ def test_every_suite_module_imports_without_torch_or_numpy() -> None:
     code = BLOCK_TORCH + textwrap.dedent("""
         import importlib, pkgutil
         import kvoffload.conformance as package
-        for info in pkgutil.iter_modules(package.__path__):
-            if info.name != 'vllm_wheels':
-                importlib.import_module(f'kvoffload.conformance.{info.name}')
-        import kvoffload.conformance.vllm_wheels
+        for info in pkgutil.walk_packages(package.__path__, 'kvoffload.conformance.'):
+            if '.traffic.' not in info.name and not info.name.endswith('.vllm_wheels'):
+                importlib.import_module(info.name)
+        import kvoffload.conformance.target.vllm_wheels
         from kvoffload.conformance import check
         result = check('kvoffload.impl:OffloadManager', max_examples=5, steps=20, seed=1)
         assert result.verdict == 'conforms', result
@@ -51,7 +51,7 @@ def test_violations_survive_optimised_python() -> None:
     code = textwrap.dedent("""
         from kvoffload.conformance.reproduce import reproduce
         from kvoffload.spec import Call, Op
-        reproduce('kvoffload.conformance.mutants:LookupPendingAsMiss', {'capacity': 1},
+        reproduce('kvoffload.conformance.selftest.mutants:LookupPendingAsMiss', {'capacity': 1},
                   [Call(Op.PREPARE_STORE, ('a',)), Call(Op.LOOKUP, ('a',))])
     """)
     done = run_python(code, "-O")

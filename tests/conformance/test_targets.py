@@ -9,8 +9,8 @@ import pytest
 
 from kvoffload.conformance.config import CheckConfig, Profile
 from kvoffload.conformance.errors import TargetLoadError, UsageError
-from kvoffload.conformance.targets import load_object, prepare
-from kvoffload.conformance.vllm_adapters import era_of
+from kvoffload.conformance.target.targets import load_object, prepare
+from kvoffload.conformance.target.vllm_adapters import era_of
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import Policy
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from kvoffload.conformance.command.runner import run_check
 from kvoffload.conformance.config import CheckConfig
-from kvoffload.conformance.runner import run_check
 
 RECORDED = json.loads(
     (Path(__file__).with_name("verdicts_before_background_eviction.json")).read_text())

@@ -9,7 +9,7 @@ import pytest
 
 from kvoffload.conformance.adapter_api import EventBatch
 from kvoffload.conformance.errors import Untranslatable
-from kvoffload.conformance.vllm_adapters import VllmAdapter
+from kvoffload.conformance.target.vllm_adapters import VllmAdapter
 from kvoffload.spec import LookupResult
 
 

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from kvoffload.conformance.command.runner import run_check
 from kvoffload.conformance.config import CheckConfig, Profile
-from kvoffload.conformance.corpus import engine_cases, engines_data
-from kvoffload.conformance.corpus_replay import applies, replay_case
+from kvoffload.conformance.corpus.corpus import engine_cases, engines_data
+from kvoffload.conformance.corpus.corpus_replay import applies, replay_case
 from kvoffload.conformance.errors import PropertyViolation
-from kvoffload.conformance.runner import run_check
-from kvoffload.conformance.targets import prepare
+from kvoffload.conformance.target.targets import prepare
 from vllm_releases import VLLM_ASSUMPTIONS, replay_recorded, vllm_target
 
 

@@ -1,4 +1,5 @@
-"""Tests of ``kvoffload.conformance.vllm_wheels``: synthetic wheels offline, real ones on demand."""
+"""Tests of ``kvoffload.conformance.target.vllm_wheels``: synthetic wheels offline, real ones on
+demand."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kvoffload.conformance import vllm_wheels
-from kvoffload.conformance.vllm_wheels import (
+from kvoffload.conformance.target import vllm_wheels
+from kvoffload.conformance.target.vllm_wheels import (
     RELEASES,
     VllmReleaseUnavailable,
     alias_of,

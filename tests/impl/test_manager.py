@@ -517,7 +517,7 @@ def test_an_order_assigned_later_is_told_everything_through_its_methods() -> Non
             return victims
 
     manager = OffloadManager(2)
-    manager._order = MostRecentFirst()  # as conformance/mutants.py does
+    manager._order = MostRecentFirst()  # as conformance/selftest/mutants.py does
     for key in "ab":
         manager.complete_store([key], ticket=manager.prepare_store([key]).ticket)  # type: ignore[union-attr]  # no rejection with a free slot
     manager.complete_load(["a"], ticket=manager.prepare_load(["a"]).ticket)

@@ -1,7 +1,7 @@
 """Random call sequences give the same answers on ``OffloadManager`` as on the spec.
 
 A Hypothesis state machine drives the manager through the conformance suite's own
-lockstep driver and native adapter (``kvoffload.conformance.lockstep``), at ``--level
+lockstep driver and native adapter (``kvoffload.conformance.judge.lockstep``), at ``--level
 exact``, for LRU and ARC: every answer is compared as ``kvoffload check`` compares it,
 misuse must be rejected with the spec's error code and change nothing. The only
 freedom the spec allows, the choice of free slots, is handed from the manager to the
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kvoffload.conformance.config import CheckConfig, Level
-from kvoffload.conformance.lockstep import Lockstep as Driver
-from kvoffload.conformance.native import NativeAdapter
+from kvoffload.conformance.judge.lockstep import Lockstep as Driver
+from kvoffload.conformance.target.native import NativeAdapter
 from kvoffload.impl import OffloadManager
 from kvoffload.impl.arc import ArcView
 from kvoffload.spec import ArcLists, CacheState, Call, LruOrder, Op, Phase, Policy

@@ -109,7 +109,7 @@ def test_the_manager_comparison_finds_a_seeded_bug_and_not_the_reference(
     key = next(iter(storing.keys_in(Phase.STORING)))
     assert difference(storing, Call(Op.LOOKUP, (key,))) == ""
     assert difference(storing, Call(Op.TAKE_EVENTS), Call(Op.RESET_CACHE)) == ""
-    monkeypatch.setenv(MANAGER, "kvoffload.conformance.mutants:LookupPendingAsMiss")
+    monkeypatch.setenv(MANAGER, "kvoffload.conformance.selftest.mutants:LookupPendingAsMiss")
     assert "PENDING" in difference(storing, Call(Op.LOOKUP, (key,)))
 
 

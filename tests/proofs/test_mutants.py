@@ -13,7 +13,7 @@ from proofs.modelcheck import mutants as mutants_module
 from proofs.modelcheck.explorer import Result
 from proofs.modelcheck.mutants import MUTANTS, Mutant
 
-from kvoffload.conformance.selftest import CATALOGUE
+from kvoffload.conformance.selftest.selftest import CATALOGUE
 
 RunCheck = Callable[..., Result]
 """The ``run_check`` fixture of conftest.py."""

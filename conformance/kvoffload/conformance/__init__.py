@@ -13,12 +13,18 @@ in neither Hypothesis nor any target.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+from collections.abc import Iterable, Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .command.runner import CheckResult
     from .errors import PropertyViolation, UsageError
-    from .runner import CheckResult
 
 __all__ = ["CheckResult", "PropertyViolation", "UsageError", "check"]
 
@@ -55,10 +61,10 @@ def check(
     raises: UsageError (bad option, unloadable target, no adapter fits)
     """
     given = {name: value for name, value in locals().items() if name != "target"}
+    from .command.runner import run_check
     from .config import CheckConfig
     from .options import FrontEnd, parse_options
-    from .runner import run_check
-    from .targets import absolute_target
+    from .target.targets import absolute_target
 
     config = CheckConfig.from_values(parse_options(given, FrontEnd.CHECK))
     if isinstance(target, str):
@@ -73,7 +79,82 @@ def __getattr__(name: str) -> Any:
 
         return getattr(errors, name)
     if name == "CheckResult":
-        from .runner import CheckResult
+        from .command.runner import CheckResult
 
         return CheckResult
     raise AttributeError(f"module 'kvoffload.conformance' has no attribute {name!r}")
+
+
+# --- The flat layout's names (issue 22's layout, docs/architecture.md) ----------------------------
+
+_MOVED = {
+    "check_command": "command.check_command",
+    "compare": "judge.compare",
+    "corpus_command": "corpus.corpus_command",
+    "corpus_replay": "corpus.corpus_replay",
+    "corpus_write": "corpus.corpus_write",
+    "engine_prelude": "target.engine_prelude",
+    "engine_record": "target.engine_record",
+    "engine_script": "command.engine_script",
+    "examples_db": "command.examples_db",
+    "explain": "judge.explain",
+    "generator": "judge.generator",
+    "guard": "judge.guard",
+    "host": "target.host",
+    "isolation": "target.isolation",
+    "lmcache_adapters": "target.lmcache_adapters",
+    "lmcache_harness": "target.lmcache_harness",
+    "lmcache_loader": "target.lmcache_loader",
+    "lockstep": "judge.lockstep",
+    "machine": "judge.machine",
+    "mooncake_adapter": "target.mooncake_adapter",
+    "mooncake_cluster": "target.mooncake_cluster",
+    "mutants": "selftest.mutants",
+    "native": "target.native",
+    "progress": "command.progress",
+    "properties": "judge.properties",
+    "protocol": "target.protocol",
+    "remote": "target.remote",
+    "report": "command.report",
+    "runner": "command.runner",
+    "selftest_report": "selftest.selftest_report",
+    "shrink": "judge.shrink",
+    "targets": "target.targets",
+    "vllm_adapters": "target.vllm_adapters",
+    "vllm_stubs": "target.vllm_stubs",
+    "vllm_wheels": "target.vllm_wheels",
+}
+"""Old name -> new, relative to this package, of every module the layout moved."""
+
+
+class _MovedModules(importlib.abc.MetaPathFinder):
+    """``kvoffload.conformance.runner`` imports as ``kvoffload.conformance.command.runner``
+    (the same module object): reproducers, targets, scripts and TARGET strings written
+    against the flat layout keep working. ``python -m`` needs the new names."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
+        moved = _MOVED.get(fullname.removeprefix(__name__ + "."))
+        if moved is None or not fullname.startswith(__name__ + "."):
+            return None
+        return importlib.util.spec_from_loader(fullname, _Alias(f"{__name__}.{moved}"))
+
+
+class _Alias(importlib.abc.Loader):
+    """Loads an old name as the module under its new name, leaving that module as it is."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.spec: ModuleSpec | None = None
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType:
+        module = importlib.import_module(self.name)
+        self.spec = module.__spec__
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__spec__ = self.spec  # the import system set the alias's; keep the module's own
+
+
+if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
+    sys.meta_path.append(_MovedModules())

@@ -4,9 +4,9 @@
 ``kvoffload check`` exits 0 when the target conforms, 1 when a property fails, 2 when
 the run could not be made as asked (bad option, unloadable target, no adapter fits,
 unwritable output), 130 when interrupted (Ctrl-C), with a one-line reason. The target
-runs in a host process of its own (:mod:`.remote`, :mod:`.host`): whatever it does
+runs in a host process of its own (:mod:`.target.remote`, :mod:`.target.host`): whatever it does
 there, the verdict is the judge's. ``kvoffload corpus replay`` runs its target in a
-child process (:mod:`.isolation`): a target that ends the process itself gets 1 if it
+child process (:mod:`.target.isolation`): a target that ends the process itself gets 1 if it
 was being checked, 2 if it was being loaded, never 0. When the reader of standard
 output or standard error goes away (``kvoffload check | head``), the rest of that output
 is dropped and the run goes on: the exit status and the report are still the run's.
@@ -24,9 +24,9 @@ from kvoffload.spec import ASSUMPTIONS, MisuseError, check_invariants, initial_s
 from kvoffload.spec.calls import apply
 from kvoffload.spec.scenarios import SCENARIOS
 
-from .check_command import EXIT_STATUS, add_check_arguments, run_check_command
-from .corpus_command import add_corpus_arguments, run_corpus_command
-from .isolation import run_isolated
+from .command.check_command import EXIT_STATUS, add_check_arguments, run_check_command
+from .corpus.corpus_command import add_corpus_arguments, run_corpus_command
+from .target.isolation import run_isolated
 from .traffic.command import add_traffic_arguments, run_traffic_command
 
 
@@ -139,7 +139,7 @@ def _fill_closed_descriptors() -> None:
 
 def entry() -> int:
     """The ``kvoffload`` command: :func:`main` in a child process, so that no way a
-    target ends the process passes for a verdict (:mod:`.isolation`), with standard
+    target ends the process passes for a verdict (:mod:`.target.isolation`), with standard
     output and standard error that survive their reader (:class:`_OutputOrNothing`)."""
     _fill_closed_descriptors()
     if sys.stdout is not None:  # None: started with the descriptor closed (print skips it)

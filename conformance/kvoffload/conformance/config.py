@@ -71,7 +71,7 @@ class CheckConfig:
     level: Level = Level.ANY
     eviction: Eviction | None = None
     """When the target may evict (D14): None is the kind of target's default
-    (:func:`~.targets.with_target_defaults`: ``background`` for ``mooncake==``, else
+    (:func:`~.target.targets.with_target_defaults`: ``background`` for ``mooncake==``, else
     ``on-store``); a value given as text is taken as the spec's :class:`Eviction`."""
     assume: tuple[str, ...] = ()
     capacity: int = DEFAULT_CAPACITY
@@ -87,7 +87,7 @@ class CheckConfig:
     """End the run at the first failing property (else go on to a verdict per property)."""
     max_keys_per_call: int | None = None
     """At most this many keys in one generated call (0: no limit). None: the kind of
-    target's default (:func:`~.targets.with_target_defaults`: 1 for ``lmcache==``, whose
+    target's default (:func:`~.target.targets.with_target_defaults`: 1 for ``lmcache==``, whose
     backends store one chunk per call; 0 for any other)."""
     trace: str | None = None
     """A request trace (``--trace``): its call stream is the run's workload, one pass on

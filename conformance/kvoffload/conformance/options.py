@@ -121,7 +121,7 @@ class Option:
     """A field of :class:`~.config.CheckConfig`; else the front end uses it itself."""
     by_target: bool = False
     """A kind of target may set its own default (``lmcache==``: one key per call); the
-    config holds None until the target is known (:func:`~.targets.with_target_defaults`)."""
+    config holds None until the target is known (:func:`~.target.targets.with_target_defaults`)."""
     self_test: str = ""
     """Why ``--self-test`` refuses this option when given (empty: it honours it)."""
     metavar: str = ""

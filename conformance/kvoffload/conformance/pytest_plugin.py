@@ -73,10 +73,10 @@ class ConformanceItem(pytest.Item):
         self.shards = shards
 
     def runtest(self) -> None:
+        from .command.report import configuration_text, failures_text, write_check_report
+        from .command.runner import run_check
         from .errors import UsageError
-        from .report import configuration_text, failures_text, write_check_report
-        from .runner import run_check
-        from .targets import absolute_target
+        from .target.targets import absolute_target
 
         folder = Path(self.options["report_dir"]) / folder_name(self.target)
         if self.shards > 1:
@@ -143,7 +143,7 @@ def folder_name(target: str) -> str:
 
 def _shard_record(result: Any, folder: Path) -> dict[str, Any]:
     """What the controlling process needs of one item's run (JSON-able)."""
-    from .report import reproducer_path
+    from .command.report import reproducer_path
 
     failures = [{"property": f.violation.prop, "message": f.violation.message,
                  "calls": len(f.violation.trace), "flaky": f.flaky,
@@ -330,7 +330,7 @@ class Merger:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if not self.records and not self.config.getoption("--kvoffload-junit"):
             return  # no target ran: import nothing (this runs in every pytest session)
-        from .report import junit_xml
+        from .command.report import junit_xml
 
         # Judged at configuration when a target is named; when none is, only --junit
         # matters (an empty JUnit file), and nothing else is judged.

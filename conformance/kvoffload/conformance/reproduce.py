@@ -12,9 +12,9 @@ from typing import Any
 from kvoffload.spec import Call
 
 from .config import CheckConfig
-from .guard import timed_calls
-from .lockstep import replay
-from .remote import is_exec_target, target_session
+from .judge.guard import timed_calls
+from .judge.lockstep import replay
+from .target.remote import is_exec_target, target_session
 
 REPLAY_OPTIONS = ("profile", "policy", "level", "assume", "capacity", "adapter",
                   "call_timeout")

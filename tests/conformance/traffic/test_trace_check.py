@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from kvoffload.conformance import check, mutants
+from kvoffload.conformance import check
 from kvoffload.conformance.cli import main
 from kvoffload.conformance.config import MAX_CAPACITY, CheckConfig
 from kvoffload.conformance.errors import UsageError
+from kvoffload.conformance.selftest import mutants
 from kvoffload.conformance.traffic.calls import request_random
 from kvoffload.conformance.traffic.check import load_trace
 from kvoffload.impl import OffloadManager
@@ -110,7 +111,7 @@ def test_the_command_line_exit_codes(tmp_path: Path, monkeypatch: pytest.MonkeyP
               "--in-process", "--quiet", "--no-database"]
     assert main(["check", *common, "--report-dir", str(tmp_path / "ok")]) == 0
     assert "workload       the trace conversation:60" in capsys.readouterr().out
-    bug = "kvoffload.conformance.mutants:LookupPendingAsMiss"
+    bug = "kvoffload.conformance.selftest.mutants:LookupPendingAsMiss"
     assert main(["check", bug, *common, "--stop-at-first",
                  "--report-dir", str(tmp_path / "bug")]) == 1
     report = json.loads((tmp_path / "bug" / "report.json").read_text())
@@ -130,7 +131,7 @@ def test_the_whole_conversation_trace_at_production_size(tmp_path: Path) -> None
 
 def test_the_plugin_takes_the_trace(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(
-        "--kvoffload-target=kvoffload.conformance.mutants:LookupPendingAsMiss",
+        "--kvoffload-target=kvoffload.conformance.selftest.mutants:LookupPendingAsMiss",
         "--kvoffload-trace=conversation:30", "--kvoffload-capacity=2000",
         "--kvoffload-seed=3", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)

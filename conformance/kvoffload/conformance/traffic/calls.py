@@ -21,7 +21,7 @@ the target's plans carry tickets, else it is vLLM's form. Every :data:`EVENTS_EV
 requests the events are taken. After the last request every job completes, then the
 lockstep's drain checks that nothing leaked.
 
-Every call goes through :meth:`~kvoffload.conformance.lockstep.Lockstep.step`: the
+Every call goes through :meth:`~kvoffload.conformance.judge.lockstep.Lockstep.step`: the
 same judge as the random runs. The stream is drawn from the spec's answers (equal to
 the target's until the first divergence, which ends the run).
 """
@@ -39,7 +39,7 @@ from kvoffload.spec import Call, Key, LoadPlan, LookupResult, Op, Phase, StorePl
 
 from ..adapter_api import Capabilities
 from ..config import CheckConfig
-from ..lockstep import Lockstep
+from ..judge.lockstep import Lockstep
 from .timing import DEFAULT
 from .traces import Request
 

@@ -10,7 +10,7 @@ delays come from the seed, and a failure is shrunk in two stages:
    trace are replayed from an empty tier, and a bisection on ``a`` finds the latest
    start that still fails the same property (each request's delays depend on the seed
    and its index only, so a window replays them unchanged);
-2. the suite's shrinker (:func:`~kvoffload.conformance.shrink.shrink`) on that window's
+2. the suite's shrinker (:func:`~kvoffload.conformance.judge.shrink.shrink`) on that window's
    calls: chunks deleted, calls simplified, keys renamed, smaller tiers tried first.
 """
 
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from ..adapter_api import Adapter, Capabilities
 from ..config import CheckConfig
 from ..errors import PropertyViolation
-from ..lockstep import Lockstep, construct
+from ..judge.lockstep import Lockstep, construct
+from ..judge.shrink import shrink
 from ..options import split_trace
-from ..shrink import shrink
 from .calls import Tally, TraceCalls
 from .traces import Request, load
 

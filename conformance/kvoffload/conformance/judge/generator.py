@@ -1,0 +1,363 @@
+"""The one call generator: every random call sequence the suite makes comes from here.
+
+``kvoffload check``, the pytest plugin and the self-test draw from it inside the
+Hypothesis machine (:mod:`.machine`: one integer per step seeds a burst of calls);
+``kvoffload corpus write`` draws from it with plain seeded generators to find the trace
+that kills each seeded variant (:mod:`kvoffload.conformance.corpus.corpus_write`). Every call is
+drawn from the spec's state only (never from the target's), through a :class:`Driver` that makes the
+call and returns the spec's output; each enabled assumption stops the calls it excludes (the spec's
+``Assumption.excludes`` has the final word on every call).
+
+Each call picks its operation by weights that depend on the spec's state (an operation
+with nothing to act on has weight 0, the role a precondition plays) and then its
+arguments. Each example switches a random fifth of the operations off ("swarm
+testing"), which reaches states that need long runs without, say, resets. The alphabet
+covers the whole API plus what real schedulers and workers send on bad days: duplicate
+keys, failed stores, resets with copies in flight, misuse, and completions from before
+a reset.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from kvoffload.spec import (
+    Assumption,
+    CacheState,
+    Call,
+    CopyKind,
+    Key,
+    LoadPlan,
+    Op,
+    Phase,
+    StorePlan,
+    excluded_by,
+)
+
+from ..adapter_api import Capabilities
+from ..config import CheckConfig
+
+BURST = 8
+"""Calls per burst: the machine makes one burst per Hypothesis step, which divides
+Hypothesis's per-step cost among them (``--steps`` still counts calls)."""
+
+WEIGHTS: dict[str, float] = {
+    "lookup": 3, "prepare_store": 3, "store_and_complete": 3, "complete_store": 3,
+    "complete_store_unmatched": 1, "prepare_load": 2, "complete_load": 2, "touch": 2,
+    "reset_cache": 1, "take_events": 1.5, "complete_stale": 3, "complete_finished": 2,
+    "prepare_load_not_ready": 1, "complete_load_unmatched": 1, "complete_unknown_ticket": 0.5,
+}
+"""Relative frequency of each kind of call, where it is possible at all."""
+
+NEEDS: dict[str, str] = {
+    "complete_store": "storing", "prepare_load": "ready", "complete_load": "reading",
+    "complete_stale": "orphans", "reset_cache": "reset",
+}
+"""The operations possible only in some states: the fact about the spec's state each
+needs (see :meth:`CallGenerator._facts`)."""
+
+
+def key_pool(capacity: int) -> tuple[str, ...]:
+    """The keys calls are drawn from: a few more than fit, so stores must evict."""
+    count = capacity + 3
+    return tuple(chr(ord("a") + i) if i < 26 else f"k{i}" for i in range(count))
+
+
+@dataclass(frozen=True)
+class _Group:
+    """The keys one plan handed out: a job whose completions the machine will send,
+    named by the spec's ticket (the lockstep driver tells the target its own)."""
+
+    kind: CopyKind
+    epoch: int
+    ticket: int
+    keys: tuple[Key, ...]
+
+
+def key_list(rng: random.Random, pool: Sequence[Key], unique: bool,
+             at_most: int = 0, limit: int = 0) -> tuple[Key, ...]:
+    """1 .. ``at_most`` keys from ``pool`` (default: one more than fit, as the pool has
+    three more), never more than ``limit`` (``--max-keys-per-call``; 0: no limit);
+    repeats allowed unless ``unique``."""
+    count = rng.randint(1, min(at_most or len(pool) - 2, limit or len(pool)))
+    if unique:
+        return tuple(rng.sample(list(pool), min(count, len(pool))))
+    return tuple(rng.choice(pool) for _ in range(count))
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What a target and a configuration allow the generator to send."""
+
+    unique: bool
+    limit: int
+    stale: bool
+    reset_in_flight: bool
+    tickets: bool
+    """Completions may name their job's ticket (the target's API has them)."""
+    assumptions: tuple[Assumption, ...]
+    allowed: dict[str, bool] = field(default_factory=dict)
+    """Operations this target and configuration allow at all (absent: allowed)."""
+
+    @classmethod
+    def of(cls, config: CheckConfig, caps: Capabilities) -> Rules:
+        stale = not config.assumes("no-stale-completions")
+        misuse = not config.assumes("no-misuse")
+        return cls(
+            unique=config.assumes("unique-keys"), limit=config.max_keys_per_call or 0,
+            stale=stale, reset_in_flight=not config.assumes("no-reset-in-flight"),
+            tickets=caps.completion_tickets, assumptions=tuple(config.assumptions),
+            allowed={
+                "touch": caps.touch, "reset_cache": caps.reset, "take_events": caps.events,
+                "complete_stale": stale and caps.reset, "complete_finished": stale,
+                "prepare_load_not_ready": misuse, "complete_load_unmatched": misuse,
+                "complete_unknown_ticket": stale and caps.completion_tickets,
+            })
+
+
+class Driver(Protocol):
+    """Where generated calls go: the spec's state now, and a way to make one call."""
+
+    @property
+    def state(self) -> CacheState: ...
+
+    def make(self, call: Call) -> object:
+        """Make ``call``; the spec's output (None: the call was not made)."""
+
+
+class CallGenerator:
+    """Draws calls from the spec's state and makes them through a :class:`Driver`."""
+
+    def __init__(self, rules: Rules, driver: Driver) -> None:
+        self.rules = rules
+        self.driver = driver
+        self.groups: list[_Group] = []
+        self.finished: list[_Group] = []
+        """Jobs that finished (every key completed or dropped), for late duplicates."""
+        self.enabled: tuple[tuple[str, float, str | None], ...] = ()
+        self.keys: tuple[Key, ...] = ()
+        self.gone: list[Key] = []
+        """Keys evicted (or dropped by a reset) so far, oldest first."""
+        self._options: tuple[CacheState | None, tuple[str, ...], tuple[float, ...]] = (
+            None, (), ())
+
+    @property
+    def state(self) -> CacheState:
+        return self.driver.state
+
+    def begin(self, capacity: int, mix: int) -> None:
+        """A fresh example on a tier of ``capacity`` slots: its keys, and the op mix
+        ``mix`` seeds (a fifth of the operations off)."""
+        self.keys = key_pool(capacity)
+        self.groups = []
+        rng = random.Random(mix)
+        enabled = []
+        for name, weight in WEIGHTS.items():
+            off = name != "prepare_store" and rng.random() < 0.2
+            if not off and self.rules.allowed.get(name, True):
+                enabled.append((name, weight, NEEDS.get(name)))
+        self.enabled = tuple(enabled)
+
+    def burst(self, x: int) -> None:
+        """BURST calls, each chosen and built from ``x``'s generator."""
+        rng = random.Random(x)
+        for _ in range(BURST):
+            names, weights = self._choices()
+            getattr(self, rng.choices(names, weights)[0])(rng)
+
+    def forget_jobs(self) -> None:
+        """The driver replaced its target: no job of the old one is running."""
+        self.groups = []
+
+    def _do(self, call: Call) -> object:
+        """Make ``call`` (unless an assumption excludes it); note the jobs it starts."""
+        if excluded_by(self.state, call, self.rules.assumptions) is not None:
+            return None
+        output = self.driver.make(call)
+        if isinstance(output, StorePlan):
+            self.gone.extend(output.evicted)
+            if output.keys:
+                self.groups.append(_Group(CopyKind.STORE, output.epoch, output.ticket,
+                                          output.keys))
+        elif isinstance(output, LoadPlan) and output.keys:
+            self.groups.append(_Group(CopyKind.LOAD, output.epoch, output.ticket, output.keys))
+        return output
+
+    def _facts(self, state: CacheState) -> dict[str, bool]:
+        """What the state-dependent operations need, read off the spec's state."""
+        storing = reading = False
+        for block in state.blocks:
+            storing = storing or block.phase is Phase.STORING
+            reading = reading or block.readers > 0
+        orphans = bool(state.orphans)
+        return {"storing": storing, "reading": reading, "orphans": orphans,
+                "ready": any(b.phase is Phase.READY for b in state.blocks),
+                "reset": self.rules.reset_in_flight or not (storing or reading or orphans)}
+
+    def _choices(self) -> tuple[tuple[str, ...], tuple[float, ...]]:
+        """The operations possible now and their weights (recomputed only when the spec's
+        state changed since the last call)."""
+        state = self.state
+        cached, names, weights = self._options
+        if cached is state:
+            return names, weights
+        facts = self._facts(state)
+        chosen = [(n, w) for n, w, need in self.enabled if need is None or facts[need]]
+        names, weights = tuple(n for n, _ in chosen), tuple(w for _, w in chosen)
+        self._options = (state, names, weights)
+        return names, weights
+
+    def _still_running(self, group: _Group, key: Key) -> bool:
+        """Is ``group``'s copy of ``key`` still running (live, or left by a reset)?"""
+        state = self.state
+        if group.epoch < state.epoch:
+            return state.orphan_of_job(key, group.kind, group.ticket) is not None
+        block = state.table.get(key)
+        if block is None:
+            return False
+        if group.kind is CopyKind.STORE:
+            return block.phase is Phase.STORING and block.ticket == group.ticket
+        return group.ticket in block.loads
+
+    def _jobs(self, kind: CopyKind | None, stale: bool) -> list[_Group]:
+        """The jobs still running (keys not yet completed), of ``kind`` (any if None),
+        from before the last reset (``stale``) or from this epoch."""
+        groups = []
+        for group in self.groups:
+            running = tuple(k for k in group.keys if self._still_running(group, k))
+            if running:
+                groups.append(replace(group, keys=running))
+            else:
+                self.finished.append(group)
+        self.groups, self.finished = groups, self.finished[-8:]
+        epoch = self.state.epoch
+        return [g for g in self.groups if (kind is None or g.kind is kind)
+                and (g.epoch < epoch if stale else g.epoch == epoch)]
+
+    def _complete(self, rng: random.Random, job: _Group, running: bool = True) -> None:
+        """A completion for (part of) ``job``: naming its ticket (the ticket form), or in
+        vLLM's form, with ``job=`` set where it is not the keys' running job (stale or
+        finished), so ``no-stale-completions`` can exclude it."""
+        chosen = job.keys
+        if len(chosen) > 1 and rng.random() >= 0.7:
+            chosen = self._key_list(rng, chosen, len(chosen))
+        stale = not running or job.epoch < self.state.epoch
+        if self.rules.tickets and rng.random() < 0.5:
+            ticket, known = job.ticket, None
+        else:
+            ticket, known = None, (job.ticket if stale else None)
+        if job.kind is CopyKind.STORE:
+            self._do(Call(Op.COMPLETE_STORE, chosen, success=rng.random() < 0.75,
+                          ticket=ticket, job=known))
+        else:
+            self._do(Call(Op.COMPLETE_LOAD, chosen, ticket=ticket, job=known))
+
+    def _key_list(self, rng: random.Random, pool: Sequence[Key],
+                  at_most: int = 0) -> tuple[Key, ...]:
+        return key_list(rng, pool, self.rules.unique, at_most, self.rules.limit)
+
+    def _store_keys(self, rng: random.Random) -> tuple[Key, ...]:
+        """Keys to store; often one evicted lately comes back (ARC's ghost hits)."""
+        unique = self.rules.unique
+        chosen = self._key_list(rng, self.keys)
+        if self.gone and rng.random() < 0.35:
+            back = rng.choice(self.gone[-3:])
+            chosen = (back, *(k for k in chosen[1:] if not unique or k != back))
+        return chosen
+
+    # --- the alphabet ----------------------------------------------------------------
+
+    def lookup(self, rng: random.Random) -> None:
+        """Mostly keys the tier holds (STORING or READY): that is where bugs are."""
+        live = sorted(self.state.table, key=repr)
+        pool = live if live and rng.random() < 0.6 else self.keys
+        self._do(Call(Op.LOOKUP, (rng.choice(pool),)))
+
+    def prepare_store(self, rng: random.Random) -> None:
+        self._do(Call(Op.PREPARE_STORE, self._store_keys(rng)))
+
+    def store_and_complete(self, rng: random.Random) -> None:
+        """The common case in two calls: a store, then its successful completion
+        (reaches the deep LRU / ARC states that eviction-order bugs need)."""
+        plan = self._do(Call(Op.PREPARE_STORE, self._store_keys(rng)))
+        if isinstance(plan, StorePlan) and plan.keys:
+            self._do(Call(Op.COMPLETE_STORE, plan.keys))
+
+    def complete_store(self, rng: random.Random) -> None:
+        jobs = self._jobs(CopyKind.STORE, stale=False)
+        if jobs:
+            self._complete(rng, rng.choice(jobs))
+
+    def complete_finished(self, rng: random.Random) -> None:
+        """A late or duplicate completion of a job that already finished (its keys may
+        be running again under another job: the ticket must keep them apart)."""
+        self._jobs(None, stale=False)
+        if self.finished:
+            self._complete(rng, rng.choice(self.finished), running=False)
+
+    def complete_unknown_ticket(self, rng: random.Random) -> None:
+        """A completion naming a ticket never issued: the spec ignores every key."""
+        op = rng.choice((Op.COMPLETE_STORE, Op.COMPLETE_LOAD))
+        ticket = self.state.next_ticket + rng.randint(0, 2)
+        self._do(Call(op, (rng.choice(self.keys),), ticket=ticket))
+
+    def complete_store_unmatched(self, rng: random.Random) -> None:
+        """A completion for a key with no store running: the spec ignores it."""
+        running = {k for g in self._jobs(CopyKind.STORE, False) + self._jobs(None, True)
+                   if g.kind is CopyKind.STORE for k in g.keys}
+        idle = tuple(k for k in self.keys if k not in running)
+        if idle:
+            self._do(Call(Op.COMPLETE_STORE, self._key_list(rng, idle, 2),
+                          success=rng.random() < 0.5))
+
+    def prepare_load(self, rng: random.Random) -> None:
+        ready = tuple(sorted(self.state.keys_in(Phase.READY), key=repr))
+        self._do(Call(Op.PREPARE_LOAD,
+                      self._key_list(rng, ready, len(ready) + 1)))
+
+    def complete_load(self, rng: random.Random) -> None:
+        jobs = self._jobs(CopyKind.LOAD, stale=False)
+        if jobs:
+            self._complete(rng, rng.choice(jobs))
+
+    def touch(self, rng: random.Random) -> None:
+        """Mostly READY keys: touching anything else changes no eviction order."""
+        ready = tuple(sorted(self.state.keys_in(Phase.READY), key=repr))
+        pool = ready if ready and rng.random() < 0.7 else self.keys
+        self._do(Call(Op.TOUCH, self._key_list(rng, pool, len(self.keys) - 2)))
+
+    def reset_cache(self, rng: random.Random) -> None:
+        """A reset; the keys it drops come back soon (the scheduler recomputes them),
+        those whose copies still run last, as the likeliest to come back."""
+        table = self.state.table
+        dropped = sorted(sorted(table, key=repr), key=lambda k: table[k].phase
+                         is Phase.STORING or table[k].readers > 0)
+        if self._do(Call(Op.RESET_CACHE)) is not None:
+            self.gone.extend(dropped)
+
+    def take_events(self, rng: random.Random) -> None:
+        self._do(Call(Op.TAKE_EVENTS))
+
+    def complete_stale(self, rng: random.Random) -> None:
+        """A completion of a job that started before the last reset."""
+        jobs = self._jobs(None, stale=True)
+        if jobs:
+            self._complete(rng, rng.choice(jobs))
+
+    def prepare_load_not_ready(self, rng: random.Random) -> None:
+        """Misuse: prepare_load naming a key that is absent or still being stored."""
+        chosen = self._key_list(rng, self.keys)
+        if any(self.state.phase(k) is not Phase.READY for k in chosen):
+            self._do(Call(Op.PREPARE_LOAD, chosen))
+
+    def complete_load_unmatched(self, rng: random.Random) -> None:
+        """Misuse: complete_load naming a key that nobody is reading."""
+        chosen = self._key_list(rng, self.keys, 2)
+        table = self.state.table
+        if not all(k in table and table[k].readers for k in chosen):
+            self._do(Call(Op.COMPLETE_LOAD, chosen))
+
+

@@ -1,0 +1,294 @@
+"""The suite's host for Python targets: ``python -m kvoffload.conformance.target.host``.
+
+The judge (``kvoffload check``, the pytest plugin) starts this program as a process of
+its own, in a session and process group of its own, and speaks the call protocol
+(:mod:`.protocol`, docs/protocol.md) with it. The host loads the target, builds one
+instance at a time when asked, makes each call it is sent through the target's adapter
+and sends back the adapter's reading of the answer, and nothing else: no spec, no
+verdict, no report. Whatever the target does (ends the process, hangs, patches the
+suite's modules, writes on the descriptors, forks) happens here, where the judge only
+sees answers, a closed channel or silence.
+
+- **The channel.** The host takes the protocol's descriptors (its standard input and
+  output) for itself as soon as it starts, then points descriptor 0 at the null device
+  and descriptor 1 at standard error: a target's ``print`` goes to standard error, and a
+  target that closes or writes on descriptor 1 does not touch the channel.
+- **Lifetime.** ``--lifeline FD`` is the read end of a pipe whose write end only the
+  judge holds: a thread waits on it, and when it reads end of file (the judge is gone,
+  however it ended, SIGKILL included) it kills the host's whole process group, so the
+  processes a target started (a pool's workers) end with it. End of file on the
+  channel does the same.
+- **Signals.** The host is in a session of its own: the terminal's Ctrl-C reaches the
+  judge only. A SIGINT the target sends itself raises ``KeyboardInterrupt`` inside the
+  call, an answer like any other exception (a ``crash``); between calls it is ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, BinaryIO
+
+from kvoffload.spec.calls import Call, send
+
+from ..adapter_api import Adapter
+from ..errors import TargetLoadError, Untranslatable, UsageError
+from . import engine_record
+from .protocol import (
+    PROTOCOL_VERSION,
+    ProtocolError,
+    dumps,
+    hello_answer,
+    loads,
+    raised_message,
+    read_call_line,
+    refused_message,
+    untranslatable_message,
+    value_line,
+    value_message,
+)
+
+
+class _Channel:
+    """The protocol's two descriptors, taken from 0 and 1 (see the module)."""
+
+    def __init__(self) -> None:
+        self.reader: BinaryIO = os.fdopen(os.dup(0), "rb")
+        self.out = os.dup(1)
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        try:
+            os.dup2(2, 1)  # the target's output goes to standard error
+        except OSError:  # started with standard error closed: to the null device
+            os.dup2(null, 1)
+        os.close(null)
+
+    def send(self, data: bytes) -> None:
+        """One answer line, written at once (the judge times each answer as it comes:
+        an answer held back behind a call that hangs would be blamed on that call)."""
+        while data:
+            data = data[os.write(self.out, data):]
+
+
+def _kill_group() -> None:
+    """End the host and every process in its group (the target's workers), when the
+    host leads its group (the judge starts it so); else the host alone."""
+    try:
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+    finally:
+        os._exit(1)
+
+
+def _watch_lifeline(fd: int) -> None:
+    """A daemon thread: when the judge's end of the lifeline closes, end the group."""
+
+    def wait() -> None:
+        try:
+            while os.read(fd, 1):
+                pass
+        except OSError:
+            pass
+        _kill_group()
+
+    threading.Thread(target=wait, name="kvoffload-lifeline", daemon=True).start()
+
+
+_CONFIG_FIELDS = frozenset({"profile", "policy", "level", "assume", "capacity", "adapter",
+                            "max_keys_per_call", "call_timeout"})
+
+
+_HOST_PID = os.getpid()
+"""The host's own process: a child the target forks in a call never reads or writes
+the channel (it ends when it returns from the call)."""
+
+
+class _InCall:
+    """Whether a call into the target is in progress (SIGINT is the target's then)."""
+
+    now = False
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    if _InCall.now:
+        raise KeyboardInterrupt
+
+
+class Host:
+    """One target, loaded once, built anew on every ``new``."""
+
+    def __init__(self) -> None:
+        self.target = ""
+        self.config: Any = None
+        self.obj: Any = None
+        self.prepared: Any = None
+        self.adapter: Adapter | None = None
+
+    def hello(self, message: dict[str, Any]) -> dict[str, Any]:
+        from ..config import CheckConfig
+        from .lmcache_loader import is_lmcache_target
+        from .targets import load_object
+
+        if message.get("protocol") != PROTOCOL_VERSION:
+            return refused_message("usage", f"this host speaks protocol version "
+                                   f"{PROTOCOL_VERSION}, not {message.get('protocol')!r}")
+        python = message.get("python")
+        if isinstance(python, dict) and isinstance(python.get("path"), list):
+            sys.path[:] = [str(p) for p in python["path"]]
+        self.target = str(message.get("target", ""))
+        fields = message.get("config")
+        try:
+            if not isinstance(fields, dict) or not set(fields) <= _CONFIG_FIELDS:
+                raise UsageError(f"the hello's config {fields!r} is not a configuration")
+            self.config = CheckConfig.from_options(**fields, spelling="")
+            if not is_lmcache_target(self.target):
+                self.obj = load_object(self.target, self.config.policy.value)
+        except TargetLoadError as error:
+            return refused_message("load", str(error))
+        except UsageError as error:
+            return refused_message("usage", str(error))
+        return {"answer": "hello", "protocol": PROTOCOL_VERSION}
+
+    def new(self, capacity: int, record: bool = False) -> dict[str, Any]:
+        from .targets import prepare
+
+        self.adapter = None
+        engine_record.start() if record else engine_record.stop()
+        try:
+            if self.prepared is None:
+                self.prepared = prepare(self.target, self.config, self.obj)
+                sample = self.prepared.sample
+                if sample is not None and capacity == self.config.capacity:
+                    self.adapter = sample
+            if self.adapter is None:
+                self.adapter = self.prepared.make_adapter(capacity)
+        except TargetLoadError as error:
+            return refused_message("load", str(error))
+        except UsageError as error:
+            return refused_message("usage", str(error))
+        except BaseException as error:  # the target's, from a factory not wrapped
+            from ..judge.explain import error_text
+
+            return refused_message("load", f"constructing TARGET {self.target!r} raised "
+                                   f"{error_text(error)}")
+        prepared = self.prepared
+        answer = hello_answer(prepared.adapter, prepared.why, self.adapter.capabilities)
+        answer["answer"] = "built"
+        return _with_record(answer)
+
+    def call(self, call: Call) -> bytes:
+        """The answer line to ``call`` on the current instance."""
+        adapter = self.adapter
+        if adapter is None:
+            raise ProtocolError("a call before any target was built")
+        recorder = _recorder()
+        if recorder is not None:
+            recorder.mark(str(call))
+        _InCall.now = True
+        try:
+            value = send(adapter, call)
+        except Untranslatable as error:
+            return _line(untranslatable_message(error.prop, error.message))
+        except BaseException as error:  # whatever the target raised is its answer
+            return _line(_raised(adapter, error))
+        finally:
+            _InCall.now = False
+            if os.getpid() != _HOST_PID:  # a child the target forked, back from the call:
+                os._exit(0)  # only the host answers on the channel
+        if _recorder() is not None:  # recording: the answer carries the engine's calls
+            return _line(value_message(call.op, value))
+        return value_line(call.op, value)
+
+
+def _recorder() -> Any:
+    """The engine-call recorder of the current target (``new`` with ``record``), or None."""
+    current = engine_record.active()
+    return current if current.enabled else None
+
+
+def _with_record(answer: dict[str, Any]) -> dict[str, Any]:
+    """``answer``, with the engine calls made since the last answer (recording only)."""
+    recorder = _recorder()
+    if recorder is not None:
+        answer["engine"] = recorder.take()
+    return answer
+
+
+def _line(answer: dict[str, Any]) -> bytes:
+    """:func:`_with_record` of ``answer``, as its line."""
+    return dumps(_with_record(answer))
+
+
+def _raised(adapter: Adapter, error: BaseException) -> dict[str, Any]:
+    """A ``raised`` answer; a target's exception that fails to describe itself is
+    still described (as the judge's :func:`~kvoffload.conformance.judge.explain.error_text`
+    would)."""
+    try:
+        code = getattr(type(error), "code", None)
+    except Exception:  # a metaclass of the target's that raises
+        code = None
+    try:
+        message = str(error)
+    except Exception:
+        message = "<exception str() failed>"
+    try:
+        rejection = bool(adapter.is_rejection(error))
+    except Exception:
+        rejection = False
+    return raised_message(type(error).__name__, code, message, rejection)
+
+
+def serve(channel: _Channel, host: Host) -> bool:
+    """Answer requests until ``bye`` (True) or the end of the channel (False)."""
+    handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+        "hello": host.hello,
+        "new": lambda m: host.new(int(m.get("capacity", 0)), m.get("record") is True),
+    }
+    readline = channel.reader.readline
+    while True:
+        try:
+            line = readline()
+        except KeyboardInterrupt:  # a SIGINT between calls: nobody's to take
+            continue
+        if not line:
+            return False
+        try:
+            call = read_call_line(line)  # most lines: read once per session (LineCache)
+            if call is not None:
+                channel.send(host.call(call))
+                continue
+            message = loads(line)
+            request = message.get("request")
+            if request == "bye":
+                return True
+            handler = handlers.get(str(request))
+            if handler is None:
+                raise ProtocolError(f"unknown request {request!r}")
+            answer = handler(message)
+        except ProtocolError as error:
+            answer = {"answer": "refused", "kind": "protocol", "message": str(error)}
+        channel.send(dumps(answer))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kvoffload.conformance.target.host",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--lifeline", type=int, default=None,
+                        help="a descriptor the judge holds the other end of")
+    args = parser.parse_args(argv)
+    channel = _Channel()
+    if args.lifeline is not None:
+        _watch_lifeline(args.lifeline)
+    signal.signal(signal.SIGINT, _on_sigint)
+    if not serve(channel, Host()):
+        _kill_group()  # the judge is gone: so is everything the target started
+    return 0  # bye: end through the interpreter's shutdown (the target's exit handlers)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
