@@ -24,10 +24,9 @@ from kvoffload.spec import ASSUMPTIONS, MisuseError, check_invariants, initial_s
 from kvoffload.spec.calls import apply
 from kvoffload.spec.scenarios import SCENARIOS
 
-from .check_command import EXIT_STATUS, add_check_arguments, run_check_command
-from .corpus_command import add_corpus_arguments, run_corpus_command
-from .isolation import run_isolated
-from .traffic.command import add_traffic_arguments, run_traffic_command
+# The commands' own modules (Hypothesis among them, about 0.3 s) are imported in main():
+# ``kvoffload check`` starts its target's host first, so that the host's start-up runs
+# while the judge imports them (:func:`_start_host_early`).
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -61,6 +60,10 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from .check_command import EXIT_STATUS, add_check_arguments, run_check_command
+    from .corpus_command import add_corpus_arguments, run_corpus_command
+    from .traffic.command import add_traffic_arguments, run_traffic_command
+
     parser = argparse.ArgumentParser(prog="kvoffload", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="play the spec's scenarios (PR #41795 first)")
@@ -137,6 +140,25 @@ def _fill_closed_descriptors() -> None:
                 os.close(null)
 
 
+_NO_PYTHON_HOST = ("--i", "--e", "--se", "exec:", "-h", "--h")
+"""``kvoffload check`` arguments (or the prefixes argparse would expand) after which the
+run may need no Python host: ``--in-process``, ``--exec``, an ``exec:`` TARGET,
+``--self-test``, help (``--eviction`` too: a host then starts when the run needs it)."""
+
+
+def _start_host_early(args: Sequence[str]) -> None:
+    """``kvoffload check`` of a Python target: start its host now (:func:`.remote.
+    prestart`), so that the host's own start-up (the interpreter, its imports) runs
+    while this process imports the command's modules; the run takes it if nothing it
+    depends on changed meanwhile, and a host nobody took ends with the judge."""
+    if os.environ.get("KVOFFLOAD_IN_PROCESS") == "1" or any(
+            arg.startswith(_NO_PYTHON_HOST) for arg in args):
+        return
+    from .remote import prestart
+
+    prestart()
+
+
 def entry() -> int:
     """The ``kvoffload`` command: :func:`main` in a child process, so that no way a
     target ends the process passes for a verdict (:mod:`.isolation`), with standard
@@ -148,10 +170,13 @@ def entry() -> int:
         sys.stderr = _OutputOrNothing(sys.stderr)
     if sys.argv[1:2] == ["check"]:  # the judge: targets run in hosts (or --in-process)
         try:
+            _start_host_early(sys.argv[2:])
             return main()
         except KeyboardInterrupt:  # Ctrl-C before the run's own handler is installed
             print("kvoffload: interrupted by Ctrl-C", file=sys.stderr)
             return 130
+    from .isolation import run_isolated
+
     return run_isolated(main, exit_normally=True)
 
 
