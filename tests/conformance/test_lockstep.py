@@ -293,79 +293,15 @@ def _waits(log: list[str]) -> int:
 
 
 def test_a_store_goes_with_the_calls_pending_in_one_round_trip() -> None:
-    adapter = Deferring(OffloadManager(1))
-    run = Lockstep(adapter, CheckConfig(capacity=1))  # type: ignore[arg-type]  # a host's adapter, in process
-    for call in [c(PS, "a"), c(CS, "a"), c(L, "a"), c(T, "a"), c(PS, "b")]:
-        run.step(call)
-    assert _waits(adapter.log) == 1  # the second store has a victim to choose: it waits
-    assert adapter.log == ["post prepare_store", "post complete_store", "post lookup",
-                           "post touch", "post prepare_store"] + ["collect"] * 5
-
-
-def test_a_store_with_no_victim_to_choose_waits_for_no_answer() -> None:
     adapter = Deferring(OffloadManager(2))
     run = Lockstep(adapter, CheckConfig(capacity=2))  # type: ignore[arg-type]  # a host's adapter, in process
-    for call in [c(PS, "a"), c(L, "a"), c(T, "a"), c(PS, "b")]:
-        run.step(call)
-    assert adapter.log == ["post prepare_store", "post lookup", "post touch",
-                           "post prepare_store"]
-    run.settle()
-    assert _waits(adapter.log) == 1
-    run.step(c(CS, "a", ticket=0))  # its ticket: the store's answer is read first
-    assert adapter.log[-1] == "post complete_store"
-
-
-class MirroredSlots(Deferring):
-    """The reference with its slots numbered from the other end (slot s is
-    capacity - 1 - s): a target that conforms and never takes the slot the spec's own
-    choice would (the lowest free)."""
-
-    def __init__(self, capacity: int) -> None:
-        super().__init__(OffloadManager(capacity))
-        self.top = capacity - 1
-
-    def post(self, call: Call) -> None:
-        super().post(call)
-        value, error = self.answers[-1]
-        slots = getattr(value, "slots", None)
-        if error is None and slots:
-            mirrored = tuple(self.top - s for s in slots)
-            self.answers[-1] = (replace(value, slots=mirrored), None)  # type: ignore[type-var]  # a plan
-
-
-def test_a_target_whose_slots_differ_from_the_spec_choice_is_followed() -> None:
-    """A store with no victim is not waited for: the spec takes its own slots until the
-    answer comes; the target's other slots then hold for every call after it."""
-    adapter = MirroredSlots(4)
-    run = Lockstep(adapter, CheckConfig(capacity=4))  # type: ignore[arg-type]  # a host's adapter, in process
-    calls = [c(PS, "a", "b"), c(L, "a"), c(CS, "a", "b"), c(PL, "b"), c(PS, "c"),
-             c(CL, "b"), c(PL, "a"), c(PS, "d", "e")]
-    for call in calls:
+    for call in [c(PS, "a"), c(L, "a"), c(T, "a"), c(CS, "a", ticket=0), c(PS, "b")]:
         run.step(call)
     run.settle()
-    assert _waits(adapter.log) == 1  # only the last store (a victim to choose) waited
-    assert run.state.table["a"].slot == 3  # the target's slots, not the spec's own 0
-    assert run.state.table["c"].slot == 1  # and 0: the lowest free
-    run.drain(stale_completions=True)  # in the target's slot order
-    run.settle()
-
-
-def test_a_wrong_slot_after_a_store_not_waited_for_is_still_caught() -> None:
-    class LoadsFromTheWrongSlot(MirroredSlots):
-        def post(self, call: Call) -> None:
-            super().post(call)
-            value, error = self.answers[-1]
-            if call.op is PL and error is None:
-                self.answers[-1] = (replace(value, slots=(0,)), None)  # type: ignore[type-var]  # a plan
-
-    adapter = LoadsFromTheWrongSlot(4)
-    run = Lockstep(adapter, CheckConfig(capacity=4))  # type: ignore[arg-type]  # a host's adapter, in process
-    for call in [c(PS, "a"), c(CS, "a"), c(PL, "a"), c(L, "a")]:  # none waits
-        run.step(call)
-    with pytest.raises(PropertyViolation) as raised:
-        run.settle()
-    assert raised.value.prop == "slots"  # slot 0 is the spec's own choice, not a's
-    assert raised.value.trace == (c(PS, "a"), c(CS, "a"), c(PL, "a"))
+    assert _waits(adapter.log) == 2  # the first store; the three calls with the second
+    assert adapter.log == ["post prepare_store", "collect",
+                           "post lookup", "post touch", "post complete_store",
+                           "post prepare_store", "collect", "collect", "collect", "collect"]
 
 
 def test_a_rejected_call_and_its_probes_wait_for_no_answer() -> None:
@@ -373,11 +309,11 @@ def test_a_rejected_call_and_its_probes_wait_for_no_answer() -> None:
     run = Lockstep(adapter, CheckConfig(capacity=2))  # type: ignore[arg-type]  # a host's adapter, in process
     for call in [c(PS, "a"), c(L, "a"), c(PL, "a")]:  # a is still being stored: misuse
         run.step(call)
-    assert adapter.log == ["post prepare_store", "post lookup",
+    assert adapter.log == ["post prepare_store", "collect", "post lookup",
                            "post lookup", "post prepare_load", "post lookup"]
     run.settle()
-    assert adapter.log[-5:] == ["collect"] * 5
-    assert _waits(adapter.log) == 1
+    assert adapter.log[-4:] == ["collect"] * 4
+    assert _waits(adapter.log) == 2
 
 
 class AcceptsALoadOfABlockBeingStored(OffloadManager):
@@ -397,7 +333,7 @@ def test_a_misuse_accepted_is_reported_at_its_own_call_when_judged_later() -> No
     for call in trace:
         run.step(call)
     with pytest.raises(PropertyViolation) as raised:
-        run.settle()  # as at the next call that waits: the rejection is judged first
+        run.step(c(PS, "b"))  # the store waits: the rejection is judged first
     assert raised.value.prop == "misuse"
     assert raised.value.trace == tuple(trace)
 
@@ -406,10 +342,9 @@ def test_a_wrong_answer_pending_before_a_store_is_reported_at_its_own_call() -> 
     adapter = Deferring(mutants.LookupPendingAsMiss(2))
     run = Lockstep(adapter, CheckConfig(capacity=2))  # type: ignore[arg-type]  # a host's adapter, in process
     run.step(c(PS, "a"))
-    run.step(c(L, "a"))  # MISS for a block being stored: compared at the next wait
-    run.step(c(PS, "b"))  # no victim to choose: it waits for no answer either
+    run.step(c(L, "a"))  # MISS for a block being stored: compared at the next store
     with pytest.raises(PropertyViolation) as raised:
-        run.settle()
+        run.step(c(PS, "b"))
     assert raised.value.prop == "lookup"
     assert raised.value.trace == (c(PS, "a"), c(L, "a"))
 
@@ -419,9 +354,9 @@ def test_a_store_the_spec_rejects_waits_for_no_answer() -> None:
     run = Lockstep(adapter, CheckConfig(capacity=1))  # type: ignore[arg-type]  # a host's adapter, in process
     for call in [c(PS, "a"), c(PS, "b")]:  # b cannot fit while a is being stored
         run.step(call)
-    assert adapter.log == ["post prepare_store", "post prepare_store"]
+    assert adapter.log == ["post prepare_store", "collect", "post prepare_store"]
     run.settle()
-    assert adapter.log[-2:] == ["collect", "collect"]
+    assert adapter.log[-1] == "collect"
 
 
 class AcceptsWhenFull(OffloadManager):

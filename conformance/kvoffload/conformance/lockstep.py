@@ -31,7 +31,6 @@ from kvoffload.spec import (
     MisuseError,
     Op,
     Phase,
-    StorePlan,
     StoreRejected,
     check_invariants,
     initial_state,
@@ -57,11 +56,7 @@ in order, before the next call whose answer the spec needs (a store plan: the ta
 victims and slots; a completion naming a load's ticket not read yet), or at the end.
 A store the spec rejects is deferred too (the target must reject it: no choice of its
 own feeds the spec; about half the stores of a default run), and so is a call the spec
-rejects as misuse, with its probes (:meth:`Lockstep._defer_rejection`), and a store the
-spec accepts with no victim to choose: the spec goes on with its own choice of slots
-until the target's answer is compared, and if the target chose other slots the calls
-sent after it are judged again from the target's (:meth:`Lockstep._follow`; no call's
-validity, and nothing the generator reads, depends on a slot)."""
+rejects as misuse, with its probes (:meth:`Lockstep._defer_rejection`)."""
 WINDOW = 64
 """At most this many calls sent and not yet compared."""
 
@@ -234,27 +229,12 @@ class Lockstep:
         try:
             if error is not None:
                 compare.unexpected_error(self, call, error, sent.expected)
-            if call.op is Op.PREPARE_STORE:  # rejected, or accepted with no victim
-                after, plan = compare.check_store(self, call, sent.expected, value)
-                if plan != sent.expected:  # the target's own slots: the rest follows them
-                    now = self._follow(after)
+            if call.op is Op.PREPARE_STORE:  # one the spec rejects (see _dispatch)
+                compare.check_store(self, call, sent.expected, value)
             else:
                 self._check(call, sent.after, sent.expected, value)
         finally:
             self.state = now
-
-    def _follow(self, state: CacheState) -> CacheState:
-        """The calls still pending, judged from ``state`` (a store's, with the target's
-        slots, instead of the spec's own choice): their states and expected answers made
-        again, in order. Returns the state after the last."""
-        for index, sent in enumerate(self.pending):
-            if sent.misuse is not None:  # rejected: the state does not move
-                self.pending[index] = sent._replace(before=state, after=state)
-                continue
-            after, expected = apply(state, sent.call)  # misuse never depends on a slot
-            self.pending[index] = sent._replace(before=state, after=after, expected=expected)
-            state = after
-        return state
 
     def drain(self, stale_completions: bool) -> None:
         """Complete every running copy, then store as many new keys as there are free or
@@ -266,8 +246,6 @@ class Lockstep:
         No call names more keys than ``--max-keys-per-call`` allows (:meth:`_in_calls`).
         """
         self.phase = "drain"
-        if any(isinstance(sent.expected, StorePlan) for sent in self.pending):
-            self.settle()  # the drain's calls go in slot order: the target's slots first
         storing = tuple(b.key for b in sorted(self.state.blocks, key=_by_slot)
                         if b.phase is Phase.STORING)
         self._in_calls(Op.COMPLETE_STORE, storing)
@@ -330,12 +308,9 @@ class Lockstep:
         if call.op is Op.PREPARE_STORE:
             if self.deferring:
                 new_state, exact = apply(self.state, call)  # the spec's own choices
-                if isinstance(exact, StoreRejected) or not getattr(exact, "evicted", True):
-                    return self._defer(call, new_state, exact)  # no victim: compared later
-                before = self.state
+                if isinstance(exact, StoreRejected):  # the target has no choice to make:
+                    return self._defer(call, new_state, exact)  # compared later
                 answer = self._batch([call])[0]  # behind the calls pending: one round trip
-                if self.state is not before:  # a store pending took the target's slots
-                    _, exact = apply(self.state, call)
             else:
                 _, exact = apply(self.state, call)  # the spec's own choices: never misuse
                 answer = self.call_target(call)
@@ -508,10 +483,7 @@ class Lockstep:
         sent = call
         if call.ticket is not None:
             if call.ticket not in self.to_target and self.pending:
-                before = self.state
                 self.settle()  # the plan that issued it may be pending: its ticket first
-                if self.state is not before:  # a store pending took the target's slots
-                    new_state, expected = apply(self.state, call)
             sent = replace(call, ticket=self.target_ticket(call.ticket), job=None)
         self.adapter.post(sent)  # type: ignore[attr-defined]  # deferring: a host's adapter
         self.pending.append(_Pending(call, self.state, new_state, expected, len(self.trace),
