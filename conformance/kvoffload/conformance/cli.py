@@ -140,10 +140,10 @@ def _fill_closed_descriptors() -> None:
                 os.close(null)
 
 
-_NO_PYTHON_HOST = ("--i", "--e", "--se", "exec:", "-h", "--h")
-"""``kvoffload check`` arguments (or the prefixes argparse would expand) after which the
-run may need no Python host: ``--in-process``, ``--exec``, an ``exec:`` TARGET,
-``--self-test``, help (``--eviction`` too: a host then starts when the run needs it)."""
+_NO_PYTHON_HOST = ("--i", "--ex", "--sel", "exec:", "-h", "--h")
+"""``kvoffload check`` arguments after which the run may need no Python host, by the
+shortest prefix argparse expands to each: ``--in-process``, ``--exec``, an ``exec:``
+TARGET, ``--self-test`` (``--se`` is ``--seed`` too), help."""
 
 
 def _start_host_early(args: Sequence[str]) -> None:
