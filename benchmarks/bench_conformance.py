@@ -9,6 +9,7 @@ without Hypothesis, so the suite's own overhead shows as a ratio.
     python benchmarks/bench_conformance.py [--kills 10] [--runs 1] [--rounds 5]
     python benchmarks/bench_conformance.py --boundary BEFORE_TREE --rounds 3 --kills 10
     python benchmarks/bench_conformance.py --round-trips
+    python benchmarks/bench_conformance.py --host-vs-in-process --rounds 5 [--boundary TREE]
 
 The overhead ratio (a whole ``check`` call / a lockstep call alone) is measured in
 interleaved rounds, each timing a short check and then the lockstep alone, so both
@@ -272,6 +273,56 @@ def boundary_rounds(before: str, rounds: int, kills: int) -> None:
                   + (f"; host start-up {_spread(starts, 's')}" if starts else ""))
 
 
+def host_vs_in_process(rounds: int, examples: int | None = None,
+                       before: str | None = None) -> None:
+    """Issue 22, item 5: the default ``kvoffload check`` of the reference with its target
+    in a host (the default) and in the judge's process (``KVOFFLOAD_IN_PROCESS=1``), this
+    tree both times, alternating (which goes first alternates too), ``rounds`` times.
+
+    Each run is the whole command, a process of its own, timed from its start to its exit:
+    the judge's imports, the host's start-up (and its end) are inside the wall time. CPU
+    is the command's and every process it waited for (the judge and its host, summed).
+    With ``before`` (a checkout of an earlier tree), that tree's host run is timed in the
+    same rounds too."""
+    import tempfile
+
+    rows: dict[str, list[tuple[float, float, int]]] = {"host": [], "in process": []}
+    order: list[tuple[str, bool, str | None]] = [("host", False, None),
+                                                 ("in process", True, None)]
+    if before is not None:
+        rows["host, before"] = []
+        order.append(("host, before", False, before))
+    for round_ in range(rounds):
+        for name, local, tree in order if round_ % 2 == 0 else order[::-1]:
+            env = _tree_env(tree)
+            env.pop("KVOFFLOAD_IN_PROCESS", None)
+            if local:
+                env["KVOFFLOAD_IN_PROCESS"] = "1"
+            budget = [] if examples is None else ["--max-examples", str(examples)]
+            with tempfile.TemporaryDirectory() as report:
+                wall, cpu, _ = _timed(
+                    [sys.executable, "-m", "kvoffload.conformance.cli", "check", "--seed",
+                     str(round_ + 1), "--no-database", "--quiet", "--report-dir", report,
+                     *budget], env)
+                steps = json.loads((Path(report) / "report.json").read_text())["run"]["steps"]
+            rows[name].append((wall, cpu, steps))
+            print(f"round {round_ + 1} {name}: {wall:.2f} s wall, {cpu:.2f} s CPU, {steps} "
+                  f"steps (load {os.getloadavg()[0]:.1f})", flush=True)
+    for name, got in rows.items():
+        print(f"{name}: default run {_spread([w for w, _, _ in got], 's wall')}; CPU "
+              f"{_spread([c for _, c, _ in got], 's')}; steps per wall-second "
+              f"{_spread([s / w for w, _, s in got])}; steps per CPU-second "
+              f"{_spread([s / c for _, c, s in got])}")
+    walls = [a[0] / b[0] for a, b in zip(rows["host"], rows["in process"], strict=True)]
+    cpus = [a[1] / b[1] for a, b in zip(rows["host"], rows["in process"], strict=True)]
+    print(f"host / in process, wall time per round: {_spread(walls)} (goal: at most 1.25); "
+          f"CPU per round: {_spread(cpus)}")
+    if before is not None:
+        walls = [a[0] / b[0] for a, b in zip(rows["host, before"], rows["in process"],
+                                             strict=True)]
+        print(f"host, before / in process, wall time per round: {_spread(walls)}")
+
+
 def round_trips(examples: int = 60, seed: int = 1) -> tuple[int, int]:
     """(round trips, steps) of one ``kvoffload check`` of the reference in a host: the
     judge's writes to the host, each followed by a wait for an answer (counted by
@@ -315,7 +366,17 @@ def main() -> None:
     parser.add_argument("--round-trips", action="store_true",
                         help="issue 22: count the judge's round trips to its host in "
                              "kvoffload check --max-examples 60 --seed 1 of the reference")
+    parser.add_argument("--host-vs-in-process", action="store_true",
+                        help="issue 22: time the default kvoffload check of the reference "
+                             "with its target in a host and in process, alternating --rounds "
+                             "times (whole commands: start-up included); with --boundary "
+                             "BEFORE_TREE, that tree's host run too")
+    parser.add_argument("--max-examples", type=int, default=None,
+                        help="with --host-vs-in-process: a smaller budget than the default")
     args = parser.parse_args()
+    if args.host_vs_in_process:
+        host_vs_in_process(args.rounds, args.max_examples, args.boundary)
+        return
     if args.round_trips:
         trips, steps = round_trips()
         print(f"round trips to the host, kvoffload check --max-examples 60 --seed 1: "

@@ -18,7 +18,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import hostile_hosts as hostile
 import pytest
@@ -291,3 +293,66 @@ def test_sigterm_to_the_judge_is_143_and_ends_the_host(tmp_path: Path) -> None:
     assert "terminated (SIGTERM)" in err
     assert _gone(host)
     assert _gone(worker)
+
+
+# --- the host started before the judge's imports (issue 22, item 5) ---------------------
+
+
+@pytest.fixture
+def early(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """remote, with no host started early left behind by the test."""
+    from kvoffload.conformance import remote
+
+    monkeypatch.delenv("KVOFFLOAD_IN_PROCESS", raising=False)
+    yield remote
+    while remote._EARLY:
+        remote._EARLY.pop()[0].kill()
+
+
+def test_the_run_takes_the_host_started_early(early: Any) -> None:
+    from kvoffload.conformance.config import CheckConfig
+
+    early.prestart()
+    [(host, _)] = early._EARLY
+    with early.target_session("kvoffload.impl:OffloadManager",
+                              CheckConfig(capacity=2)) as prepared:
+        assert prepared.make_adapter.remote.host is host
+        assert not early._EARLY
+    assert host.process.poll() is not None  # ended with the run
+
+
+def test_a_host_started_early_in_another_environment_is_ended_not_taken(
+        early: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvoffload.conformance.config import CheckConfig
+
+    early.prestart()
+    [(host, _)] = early._EARLY
+    monkeypatch.setenv("KVOFFLOAD_TEST_SET_AFTER_THE_START", "1")  # the host lacks it
+    with early.target_session("kvoffload.impl:OffloadManager",
+                              CheckConfig(capacity=2)) as prepared:
+        assert prepared.make_adapter.remote.host is not host
+        assert host.process.poll() is not None
+
+
+@pytest.mark.parametrize("args", [["--in-process"], ["--in"], ["--exec", "./toy"],
+                                  ["--exec=./toy"], ["exec:./toy"], ["--self-test"],
+                                  ["--sel"], ["-h"], ["--help"]])
+def test_no_host_starts_early_for_a_run_that_may_need_none(early: Any,
+                                                           args: list[str]) -> None:
+    from kvoffload.conformance.cli import _start_host_early
+
+    _start_host_early(["--seed", "1", *args])
+    assert not early._EARLY
+
+
+def test_a_check_of_a_python_target_starts_its_host_early(
+        early: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvoffload.conformance.cli import _start_host_early
+
+    _start_host_early(["kvoffload.impl:OffloadManager", "--seed", "1", "--eviction",
+                       "on-store", "--se", "2"])  # --seed and --eviction are no --self-test
+    assert len(early._EARLY) == 1
+    early._EARLY.pop()[0].kill()
+    monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
+    _start_host_early(["--seed", "1"])
+    assert not early._EARLY

@@ -20,18 +20,19 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from kvoffload.spec import ASSUMPTIONS, MisuseError, check_invariants, initial_state
-from kvoffload.spec.calls import apply
-from kvoffload.spec.scenarios import SCENARIOS
-
-from .command.check_command import EXIT_STATUS, add_check_arguments, run_check_command
-from .corpus.corpus_command import add_corpus_arguments, run_corpus_command
-from .target.isolation import run_isolated
-from .traffic.command import add_traffic_arguments, run_traffic_command
+# Only the standard library at the top: a Ctrl-C in the command's first moments comes
+# while this module is imported, before entry() can answer it with 130. The spec and
+# the commands' own modules (Hypothesis among them, about 0.3 s) are imported in the
+# functions: ``kvoffload check`` starts its target's host first, so that the host's
+# start-up runs while the judge imports them (:func:`_start_host_early`).
 
 
 def _demo(args: argparse.Namespace) -> int:
     """Play the spec's scenario vectors and show each call with the spec's output."""
+    from kvoffload.spec import MisuseError, check_invariants, initial_state
+    from kvoffload.spec.calls import apply
+    from kvoffload.spec.scenarios import SCENARIOS
+
     names = {s.name for s in SCENARIOS}
     unknown = [n for n in args.scenario if n not in names]
     if unknown:
@@ -61,6 +62,12 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from kvoffload.spec import ASSUMPTIONS
+
+    from .command.check_command import EXIT_STATUS, add_check_arguments, run_check_command
+    from .corpus.corpus_command import add_corpus_arguments, run_corpus_command
+    from .traffic.command import add_traffic_arguments, run_traffic_command
+
     parser = argparse.ArgumentParser(prog="kvoffload", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="play the spec's scenarios (PR #41795 first)")
@@ -137,6 +144,25 @@ def _fill_closed_descriptors() -> None:
                 os.close(null)
 
 
+_NO_PYTHON_HOST = ("--i", "--ex", "--sel", "exec:", "-h", "--h")
+"""``kvoffload check`` arguments after which the run may need no Python host, by the
+shortest prefix argparse expands to each: ``--in-process``, ``--exec``, an ``exec:``
+TARGET, ``--self-test`` (``--se`` is ``--seed`` too), help."""
+
+
+def _start_host_early(args: Sequence[str]) -> None:
+    """``kvoffload check`` of a Python target: start its host now (:func:`.remote.
+    prestart`), so that the host's own start-up (the interpreter, its imports) runs
+    while this process imports the command's modules; the run takes it if nothing it
+    depends on changed meanwhile, and a host nobody took ends with the judge."""
+    if os.environ.get("KVOFFLOAD_IN_PROCESS") == "1" or any(
+            arg.startswith(_NO_PYTHON_HOST) for arg in args):
+        return
+    from .target.remote import prestart
+
+    prestart()
+
+
 def entry() -> int:
     """The ``kvoffload`` command: :func:`main` in a child process, so that no way a
     target ends the process passes for a verdict (:mod:`.target.isolation`), with standard
@@ -148,10 +174,13 @@ def entry() -> int:
         sys.stderr = _OutputOrNothing(sys.stderr)
     if sys.argv[1:2] == ["check"]:  # the judge: targets run in hosts (or --in-process)
         try:
+            _start_host_early(sys.argv[2:])
             return main()
         except KeyboardInterrupt:  # Ctrl-C before the run's own handler is installed
             print("kvoffload: interrupted by Ctrl-C", file=sys.stderr)
             return 130
+    from .target.isolation import run_isolated
+
     return run_isolated(main, exit_normally=True)
 
 

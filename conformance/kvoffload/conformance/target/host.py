@@ -285,6 +285,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.lifeline is not None:
         _watch_lifeline(args.lifeline)
     signal.signal(signal.SIGINT, _on_sigint)
+    # What every hello imports, imported before it comes: a host the judge started early
+    # (kvoffload check, remote.prestart) does it while the judge imports its own modules.
+    from .. import config  # noqa: F401  # imported for its time
+    from . import lmcache_loader, targets  # noqa: F401  # imported for their time
     if not serve(channel, Host()):
         _kill_group()  # the judge is gone: so is everything the target started
     return 0  # bye: end through the interpreter's shutdown (the target's exit handlers)

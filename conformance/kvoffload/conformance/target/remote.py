@@ -41,9 +41,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kvoffload
 from kvoffload.spec import Call, Completion, Key, Op
@@ -68,7 +69,9 @@ from .protocol import (
     read_returned_line,
     read_value,
 )
-from .targets import Prepared, prepare
+
+if TYPE_CHECKING:
+    from .targets import Prepared
 
 EXEC_PREFIX = "exec:"
 """A TARGET ``exec:CMD`` is checked through the program CMD, a protocol host."""
@@ -162,9 +165,11 @@ class HostProcess:
     def __init__(self, argv: Sequence[str], env: dict[str, str] | None, lifeline: bool) -> None:
         self.argv = list(argv)
         self.buffer = bytearray()
-        self.scanned = 0
-        """How much of ``buffer`` is known to hold no newline (a long answer arrives in
-        many chunks: each is searched once)."""
+        """What the host wrote after its last complete line (a long answer arrives in
+        many chunks: each is searched for a newline once)."""
+        self.lines: deque[bytes] = deque()
+        """Complete answer lines read and not yet taken, oldest first: one read often
+        brings several (the answers of the calls sent without waiting)."""
         self.outgoing: list[bytes] = []
         self.lifeline: int | None = None
         args = list(argv)
@@ -227,7 +232,7 @@ class HostProcess:
                     chunk = os.read(self.from_host, 1 << 20)
                     if not chunk:
                         return  # it has ended; receive() says how
-                    self.buffer += chunk
+                    self._take(chunk)
         except OSError as error:  # BrokenPipe: it has ended; receive() says how
             if not isinstance(error, BrokenPipeError):
                 raise
@@ -243,7 +248,11 @@ class HostProcess:
             raise self.garbage(error, during) from None
 
     def receive_line(self, timeout: float, during: str) -> bytes:
-        """The next answer's line, not read yet (:meth:`receive`); raises as it does."""
+        """The next answer's line, not read yet (:meth:`receive`); raises as it does.
+        A line read already is taken at once; else what waits to be sent is sent first
+        (an answer can only come for a call sent, so none is waited for unsent)."""
+        if self.lines:
+            return self.lines.popleft()
         try:
             self.flush()
             return self._line(timeout, during)
@@ -260,20 +269,25 @@ class HostProcess:
 
     def _line(self, timeout: float, during: str) -> bytes:
         deadline = time.monotonic() + timeout if timeout > 0 else None
-        while True:
-            end = self.buffer.find(b"\n", self.scanned)
-            if end >= 0:
-                line = bytes(self.buffer[:end])
-                del self.buffer[:end + 1]
-                self.scanned = 0
-                return line
-            self.scanned = len(self.buffer)
+        while not self.lines:
             if len(self.buffer) > MAX_LINE:
                 raise ProtocolError(f"a line longer than {MAX_LINE} bytes")
             chunk = self._read(deadline, timeout)
             if not chunk:
                 raise HostFailure(f"the host {self.ended()} {during}")
+            self._take(chunk)
+        return self.lines.popleft()
+
+    def _take(self, chunk: bytes) -> None:
+        """Add ``chunk`` from the host: the lines it completes go to ``lines``."""
+        if b"\n" not in chunk:
             self.buffer += chunk
+            return
+        if self.buffer:
+            chunk = bytes(self.buffer) + chunk
+        *complete, rest = chunk.split(b"\n")
+        self.lines.extend(complete)
+        self.buffer = bytearray(rest)
 
     def _read(self, deadline: float | None, timeout: float) -> bytes:
         """What the host has written (b"" at its end), waiting until ``deadline``: a read
@@ -352,6 +366,43 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+_EARLY: list[tuple[HostProcess, tuple[list[str], dict[str, str], str]]] = []
+"""The Python host :func:`prestart` started, with its command, environment and folder."""
+
+
+def prestart() -> None:
+    """Start the suite's Python host now, before the judge has read its options
+    (``kvoffload check`` does, :func:`.cli.entry`): its start-up (the interpreter, its
+    imports) then runs while the judge imports its own modules, and it waits for its
+    ``hello``. The run's first host is this one if its command, environment and folder
+    are still the run's (:func:`_early_host`); else, or if no run takes it, it ends with
+    the judge (:func:`kill_all`) or when its lifeline closes."""
+    if not SUPPORTED or in_process_requested() or _EARLY:
+        return
+    argv, env = _python_host()
+    try:
+        made = (argv, env, os.getcwd())
+        host = HostProcess(argv, env, lifeline=True)
+    except (OSError, TargetLoadError):  # started again when needed, failing there if so
+        return
+    _EARLY.append((host, made))
+
+
+def _early_host(argv: list[str], env: dict[str, str] | None) -> HostProcess | None:
+    """The host :func:`prestart` started, if it still runs and was started as a host
+    for ``argv`` and ``env`` would be, in this folder (None otherwise; it is ended)."""
+    while _EARLY:
+        host, made = _EARLY.pop()
+        try:
+            same = made == (argv, env, os.getcwd())
+        except OSError:  # the folder is gone
+            same = False
+        if same and host.alive and host.process.poll() is None:
+            return host
+        host.kill()
+    return None
+
+
 # --- the target, across hosts ------------------------------------------------------
 
 
@@ -393,8 +444,10 @@ class RemoteTarget:
         return self.config.call_timeout
 
     def _spawn(self) -> None:
-        """Start a host and send it ``hello``, without waiting for its answer."""
-        self.host = HostProcess(self.argv, self.env, self.lifeline)
+        """Start a host (or take the one started early, :func:`prestart`) and send it
+        ``hello``, without waiting for its answer."""
+        early = _early_host(self.argv, self.env) if self.lifeline else None
+        self.host = early or HostProcess(self.argv, self.env, self.lifeline)
         self.greeted = False
         self.outstanding = 0
         self.host.send(self.hello)
@@ -432,6 +485,8 @@ class RemoteTarget:
     def prepare(self) -> Prepared:
         """Load the target and build it once (the capabilities): the run's Prepared.
         Whatever goes wrong here, the run could not be made (TargetLoadError, exit 2)."""
+        from .targets import Prepared
+
         if self.target.startswith("vllm=="):
             _fetch_vllm(self.target.removeprefix("vllm=="))
         begun = time.perf_counter()
@@ -675,6 +730,8 @@ def target_session(target: str, config: CheckConfig, obj: Any = None,
     hosts are not supported; ``exec:`` targets always in a host."""
     local = in_process if in_process is not None else in_process_requested()
     if not is_exec_target(target) and (obj is not None or local or not SUPPORTED):
+        from .targets import prepare
+
         yield prepare(target, config, obj)
         return
     if not SUPPORTED:
