@@ -15,7 +15,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from .adapter_api import Capabilities
 from .config import CheckConfig
-from .errors import PropertyViolation
+from .errors import PropertyViolation, UsageError
 from .examples_db import database_settings
 from .explain import error_text
 from .guard import Interrupted, timed_calls
@@ -147,6 +147,9 @@ def coverage(prepared: Prepared, config: CheckConfig) -> tuple[dict[str, str], d
         + (", of jobs from before a reset" if caps.reset else "")
         + (", naming a ticket never issued" if caps.completion_tickets else ""),
     }
+    if config.injects_faults:
+        alphabet["fail_node"] = (f"generated (--fault {config.fault}): a node of the target "
+                                 f"is killed and replaced, the spec loses every block (D15)")
     return not_checked, alphabet
 
 
@@ -169,6 +172,9 @@ def run_check(
     budget is spent (``config.stop_at_first``: after the first failure).
     """
     config = with_target_defaults(target, config)  # lmcache==: one chunk per call
+    if config.injects_faults and config.trace is not None:
+        raise UsageError(f"--fault {config.fault} is injected among random calls; a "
+                         f"--trace run makes none")
     with target_session(target, config, obj) as prepared:
         mark_running()  # loaded and built: from here, a process that dies fails the target
         result = _run(target, config, prepared, show_progress, label)

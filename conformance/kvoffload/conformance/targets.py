@@ -208,6 +208,9 @@ def prepare(text: str, config: CheckConfig, obj: Any = None) -> Prepared:
 
     ``obj`` skips the import (the self-test and the pytest plugin pass objects).
     """
+    if config.injects_faults and (obj is not None or not is_mooncake_target(text)):
+        raise UsageError(f"--fault {config.fault}: only a target with nodes of its own to "
+                         f"fail (mooncake==) takes a fault, not {text!r}")
     if obj is None and is_lmcache_target(text):
         return _prepare_lmcache(text, config)
     if obj is None and is_mooncake_target(text):
