@@ -16,6 +16,7 @@ from kvoffload.conformance.generator import Rules
 from kvoffload.conformance.lockstep import replay
 from kvoffload.conformance.native import NativeAdapter
 from kvoffload.conformance.protocol import call_line, config_fields, read_call_line, read_value
+from kvoffload.conformance.reproduce import config_from
 from kvoffload.conformance.runner import run_check
 from kvoffload.conformance.targets import prepare
 from kvoffload.spec import Call, Eviction, Key, Op, fail_node
@@ -129,3 +130,11 @@ def test_the_fault_crosses_the_host_protocol() -> None:
     assert read_value(Op.FAIL_NODE, {"kind": "none"}) is None
     assert config_fields(FAULT)["fault"] == "holder-kill"
     assert "fault" not in config_fields(CheckConfig())
+
+
+def test_a_reproducer_replays_under_the_runs_fault_and_eviction() -> None:
+    """Regression: a report's configuration names the run's eviction and fault, and a
+    reproducer replays under both (it replayed under on-store and no fault, so a
+    Mooncake reproducer's fail_node() was refused and a background eviction failed)."""
+    config = config_from({"eviction": "background", "fault": "master-kill", "capacity": 2})
+    assert (config.eviction, config.fault) == (Eviction.BACKGROUND, "master-kill")
