@@ -230,3 +230,18 @@ def test_a_tier_after_a_fault_starts_on_a_fresh_master() -> None:
         if moon._Shared.cluster is not None:
             moon._Shared.cluster.stop()
         moon._Shared.cluster, moon._Shared.current, moon._Shared.failed = None, None, False
+
+
+@pytest.mark.slow
+def test_the_native_reproducer_shows_what_a_killed_holder_loses() -> None:
+    """docs/tools/mooncake_reproduce.py --faults (Mooncake's API alone): the dead
+    holder's open put blocks its key (-705), and of two objects a replacement of one
+    slot takes, one is lost (a get reads 0 bytes): more than D15 allows."""
+    done = subprocess.run([sys.executable, str(ROOT / "docs/tools/mooncake_reproduce.py"),
+                           "--faults"], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 1, done.stdout + done.stderr[-2000:]
+    assert "'h3': [[-705]" in done.stdout
+    read = next(line for line in done.stdout.splitlines() if "bytes a get reads" in line)
+    assert "0," in read or "0}" in read
+    assert str(16 << 20) in read
