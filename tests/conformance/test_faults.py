@@ -112,6 +112,8 @@ def test_losing_a_block_stored_after_the_failure_is_more_than_allowed() -> None:
 def test_only_a_target_with_nodes_takes_a_fault() -> None:
     with pytest.raises(UsageError, match="--fault holder-kill"):
         prepare("kvoffload.impl:OffloadManager", FAULT)
+    with pytest.raises(UsageError, match="only a target with nodes"):
+        run_check("exec:./no-such-host", FAULT)  # refused before any host starts
     with pytest.raises(UsageError, match="--trace"):
         run_check("mooncake==0.3.13.post1",
                   CheckConfig(fault="master-kill", trace="conversation:1", capacity=8))

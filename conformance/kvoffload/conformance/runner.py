@@ -21,6 +21,7 @@ from .explain import error_text
 from .guard import Interrupted, timed_calls
 from .isolation import mark_running
 from .machine import BURST, Counters, build_machine
+from .mooncake_adapter import is_mooncake_target
 from .progress import Progress
 from .properties import PROPERTIES
 from .remote import startup_seconds, target_session
@@ -175,6 +176,9 @@ def run_check(
     if config.injects_faults and config.trace is not None:
         raise UsageError(f"--fault {config.fault} is injected among random calls; a "
                          f"--trace run makes none")
+    if config.injects_faults and (obj is not None or not is_mooncake_target(target)):
+        raise UsageError(f"--fault {config.fault}: only a target with nodes of its own to "
+                         f"fail (mooncake==) takes a fault, not {target!r}")
     with target_session(target, config, obj) as prepared:
         mark_running()  # loaded and built: from here, a process that dies fails the target
         result = _run(target, config, prepared, show_progress, label)
