@@ -148,6 +148,22 @@ def test_a_run_leaves_no_process_and_a_killed_judge_leaves_none_either(
     assert gone(tag) == []
 
 
+@pytest.mark.slow
+def test_a_run_with_faults_leaves_no_process(tmp_path: Path) -> None:
+    """Every node a fault killed is reaped and every replacement ends with the run."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        str(ROOT / part) for part in ("spec", "impl", "conformance"))}
+    tag = f"test-faults-{os.getpid()}-{time.time_ns()}"
+    done = subprocess.run(
+        [sys.executable, "-m", "kvoffload.conformance.cli", "check", TARGET, "--fault",
+         "master-kill", "--assume", "no-reset-in-flight", "--seed", "1", "--max-examples",
+         "20", "--report-dir", str(tmp_path)], env={**env, TAG_VARIABLE: tag},
+        capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 1, done.stderr[-2000:]  # rejection and liveness, as ever
+    assert "fail_node: generated (--fault master-kill)" in done.stdout
+    assert gone(tag) == []
+
+
 def test_the_mooncake_native_reproducer_shows_each_divergence() -> None:
     """docs/tools/mooncake_reproduce.py: Mooncake's API alone, its own namespace."""
     done = subprocess.run([sys.executable, str(ROOT / "docs/tools/mooncake_reproduce.py")],
