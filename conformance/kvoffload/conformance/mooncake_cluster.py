@@ -300,7 +300,9 @@ class _Nodes:
         return master
 
     def _client(self, role: str) -> _Child:
-        module = [sys.executable, "-m", "kvoffload.conformance.mooncake_cluster", "--client"]
+        # this module's own name, wherever the package puts it (run as -m, __name__ is
+        # "__main__")
+        module = [sys.executable, "-m", __spec__.name if __spec__ else __name__, "--client"]
         child = _Child([*module, role], self.env, role)
         hello = child.read()
         if "ok" not in hello:
