@@ -172,8 +172,6 @@ def run_check(
     budget is spent (``config.stop_at_first``: after the first failure).
     """
     config = with_target_defaults(target, config)  # lmcache==: one chunk per call
-    if config.injects_faults:
-        _check_fault(target, config, obj)
     with target_session(target, config, obj) as prepared:
         mark_running()  # loaded and built: from here, a process that dies fails the target
         result = _run(target, config, prepared, show_progress, label)
@@ -181,23 +179,6 @@ def run_check(
         if host_start is not None:
             result.extra["host_start_s"] = round(host_start, 3)
         return result
-
-
-def _check_fault(target: str, config: CheckConfig, obj: Any) -> None:
-    """``--fault`` (D15) needs a target with nodes of its own and random calls; refused
-    here, by the judge, before any host starts (an ``exec:`` host is not the suite's).
-
-    raises: UsageError
-    """
-    from kvoffload.conformance.errors import UsageError
-    from kvoffload.conformance.mooncake_adapter import is_mooncake_target
-
-    if config.trace is not None:
-        raise UsageError(f"--fault {config.fault} is injected among random calls; a "
-                         f"--trace run makes none")
-    if obj is not None or not is_mooncake_target(target):
-        raise UsageError(f"--fault {config.fault}: only a target with nodes of its own to "
-                         f"fail (mooncake==) takes a fault, not {target!r}")
 
 
 def _run(target: str, config: CheckConfig, prepared: Prepared, show_progress: bool,
