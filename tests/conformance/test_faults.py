@@ -13,9 +13,16 @@ from spec_backed import SpecBackedManager
 from kvoffload.conformance.config import CheckConfig
 from kvoffload.conformance.errors import PropertyViolation, UsageError
 from kvoffload.conformance.generator import Rules
+from kvoffload.conformance.host import Host
 from kvoffload.conformance.lockstep import replay
 from kvoffload.conformance.native import NativeAdapter
-from kvoffload.conformance.protocol import call_line, config_fields, read_call_line, read_value
+from kvoffload.conformance.protocol import (
+    call_line,
+    config_fields,
+    hello_message,
+    read_call_line,
+    read_value,
+)
 from kvoffload.conformance.reproduce import config_from
 from kvoffload.conformance.runner import run_check
 from kvoffload.conformance.targets import prepare
@@ -132,6 +139,18 @@ def test_the_fault_crosses_the_host_protocol() -> None:
     assert read_value(Op.FAIL_NODE, {"kind": "none"}) is None
     assert config_fields(FAULT)["fault"] == "holder-kill"
     assert "fault" not in config_fields(CheckConfig())
+
+
+def test_a_host_takes_the_fault_in_its_hello() -> None:
+    """Regression (the first --fault run): the host refused a hello whose config named
+    the fault ("is not a configuration"), so no run with a fault could start; and the
+    judge's side of a host lacked fail_node (RemoteAdapter), a crash at the first fault
+    (covered end to end by test_mooncake.py's slow run with faults)."""
+    from kvoffload.conformance.remote import RemoteAdapter
+
+    answer = Host().hello(hello_message("mooncake==0.3.13.post1", config_fields(FAULT)))
+    assert answer["answer"] == "hello", answer
+    assert callable(getattr(RemoteAdapter, "fail_node", None))
 
 
 def test_a_reproducer_replays_under_the_runs_fault_and_eviction() -> None:
