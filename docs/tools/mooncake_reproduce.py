@@ -91,6 +91,19 @@ def _holder_main() -> int:
     return 0
 
 
+def _replacement_main() -> int:
+    """The holder's replacement, started at once: a segment of one object, then the
+    put the dead holder had open (h3) again, and two new objects in that one slot."""
+    _die_with_parent()
+    store = _client(0)
+    store.allocate_and_mount_segment(MB16)
+    codes = {key: (list(store.batch_put_session_start([key], [MB16])),
+                   list(store.batch_put_session_end([key]))) for key in ("h3", "n1", "n2")}
+    print(json.dumps(codes), flush=True)
+    sys.stdin.read()
+    return 0
+
+
 def _master() -> subprocess.Popen[bytes]:
     package = Path(importlib.import_module("mooncake").__file__ or "").parent
     master = subprocess.Popen(
@@ -121,6 +134,18 @@ def _faults() -> int:
         holder.kill()
         holder.wait()
         start = time.monotonic()
+        replacement = subprocess.Popen(
+            [sys.executable, __file__, "--replacement"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        if replacement.stdout is None:
+            raise SystemExit("the replacement has no pipes")
+        codes = json.loads(replacement.stdout.readline())
+        print(f"{time.monotonic() - start:4.1f} s after the holder was killed, its "
+              f"replacement (a segment of ONE object) put again the key the dead holder "
+              f"was writing, then two new ones: (put start, put end) codes {codes}")
+        print("  bytes a get reads back of the two new objects:",
+              {k: len(reader.get(k)) for k in ("n1", "n2")},
+              "(0: lost; D15 allows losing only what the failed holder held)")
         while time.monotonic() - start < 30:
             sizes = [reader.get_size(k) for k in keys]
             print(f"{time.monotonic() - start:4.1f} s after the holder was killed: get_size "
@@ -144,6 +169,8 @@ def main() -> int:
         return _reader_main()
     if sys.argv[1:] == ["--holder"]:
         return _holder_main()
+    if sys.argv[1:] == ["--replacement"]:
+        return _replacement_main()
     _namespace()
     if sys.argv[1:] == ["--faults"]:
         return _faults()

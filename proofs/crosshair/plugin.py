@@ -75,7 +75,8 @@ def _union(lists: Sequence[Sequence[T]]) -> tuple[T, ...]:
 def alphabet(keys: Sequence[Hashable], key_lists: Sequence[tuple[Hashable, ...]],
              tickets: Sequence[int]) -> tuple[Call, ...]:
     """Every call of the API on these keys, key lists and tickets (None: vLLM's form),
-    and the environment's background eviction (D14) of each key list."""
+    the environment's background eviction (D14) of each key list, and a node's failure
+    (D15)."""
     lists = [k for k in key_lists if k]
     found: list[Call] = [Call(Op.LOOKUP, (key,)) for key in keys]
     for op in (Op.PREPARE_STORE, Op.PREPARE_LOAD, Op.TOUCH, Op.EVICT_IN_BACKGROUND):
@@ -84,7 +85,7 @@ def alphabet(keys: Sequence[Hashable], key_lists: Sequence[tuple[Hashable, ...]]
         found += [Call(Op.COMPLETE_LOAD, k, ticket=ticket) for k in lists]
         found += [Call(Op.COMPLETE_STORE, k, success=s, ticket=ticket)
                   for k in lists for s in (True, False)]
-    return (*found, Call(Op.RESET_CACHE), Call(Op.TAKE_EVENTS))
+    return (*found, Call(Op.RESET_CACHE), Call(Op.TAKE_EVENTS), Call(Op.FAIL_NODE))
 
 
 def natively(fn: Callable[..., Any]) -> Callable[..., Any]:

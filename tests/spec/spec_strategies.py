@@ -18,7 +18,7 @@ def calls(keys: str, max_keys: int, max_ticket: int) -> st.SearchStrategy[Call]:
         op = draw(st.sampled_from(list(Op)))
         if op is Op.LOOKUP:
             return Call(op, (draw(names),))
-        if op in (Op.RESET_CACHE, Op.TAKE_EVENTS):
+        if op in (Op.RESET_CACHE, Op.TAKE_EVENTS, Op.FAIL_NODE):
             return Call(op)
         chosen = tuple(draw(st.lists(names, max_size=max_keys)))
         if op in COMPLETIONS:

@@ -20,6 +20,7 @@ from kvoffload.spec import (
     CacheState,
     Call,
     Completion,
+    CopyKind,
     Events,
     LoadPlan,
     LookupResult,
@@ -27,6 +28,7 @@ from kvoffload.spec import (
     MisuseError,
     NotReadable,
     Op,
+    Orphan,
     Phase,
     Policy,
     StorePlan,
@@ -272,6 +274,9 @@ WRONG: dict[str, Callable[[], tuple[Step, Step]]] = {
         after=lambda b, a: replace(b, blocks=frozenset())),
     "background_eviction_drops_the_blocks": lambda: _wrong(
         READY_AB, _evict("a"), after=lambda b, a: replace(a, blocks=b.blocks)),
+    "node_failure_loses_every_block": lambda: _wrong(
+        PINNED_A, Call(Op.FAIL_NODE), after=lambda b, a: replace(
+            a, orphans=frozenset({Orphan("a", CopyKind.LOAD, 0, 0, (1,))}))),
     "reset_forgets_the_order": lambda: _arc(
         READY_A, Call(Op.RESET_CACHE), after=lambda b, a: replace(a, recency=b.recency)),
     "lru_queue_follows_evictability": lambda: _wrong(

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kvoffload.spec import API_OPS, ENVIRONMENT_OPS, Call, MalformedCall, Op, send
+from kvoffload.spec import API_OPS, ENVIRONMENT_OPS, FAULTS, Call, MalformedCall, Op, send
 
 
 class Recorder:
@@ -43,8 +43,15 @@ def test_every_op_is_dispatched() -> None:
 def test_an_environment_transition_is_never_sent() -> None:
     """Background eviction is the tier's own doing (D14): no API method is called for it."""
     recorder = Recorder()
-    for op in ENVIRONMENT_OPS:
+    for op in ENVIRONMENT_OPS - FAULTS:
         with pytest.raises(MalformedCall, match="environment"):
             send(recorder, Call(op, ("k",)))
-    assert {Op.EVICT_IN_BACKGROUND} == ENVIRONMENT_OPS
+    assert {Op.EVICT_IN_BACKGROUND, Op.FAIL_NODE} == ENVIRONMENT_OPS
     assert set(Op) == API_OPS | ENVIRONMENT_OPS
+
+
+def test_a_fault_is_made_on_the_targets_fault_hook() -> None:
+    """A node's failure is injected by a test (D15): send makes it on ``fail_node()``, a
+    hook of the target's adapter, never on a method of the manager's API."""
+    assert {Op.FAIL_NODE} == FAULTS
+    assert send(Recorder(), Call(Op.FAIL_NODE)) == ("fail_node", (), {})

@@ -27,6 +27,7 @@ from kvoffload.spec import (
     complete_load,
     complete_store,
     evict_in_background,
+    fail_node,
     initial_state,
     lookup,
     prepare_load,
@@ -398,3 +399,47 @@ def test_background_eviction_of_a_block_not_evictable_changes_nothing(setup: str
     assert caught.value.code == "not-evictable"
     assert caught.value.keys == ("x",)
     assert state.phase("a") is Phase.READY
+
+
+# --- fail_node (a node's failure, the fault a test injects, D15) ---
+
+
+def test_a_node_failure_loses_every_block_in_every_phase() -> None:
+    """READY (read or not) and STORING blocks all go; the copies running on them end
+    with the node, so their slots are free at once and no orphan is kept."""
+    state, _ = take_events(ready(4, "a", "b"))
+    state, _ = prepare_load(state, ["b"])
+    state, _ = prepare_store(state, ["c"])
+    after, out = fail_node(state)
+    assert out is None
+    assert {after.phase(k) for k in "abc"} == {Phase.ABSENT}
+    assert {lookup(after, k)[1] for k in "abc"} == {LookupResult.MISS}
+    assert after.free_slots() == (0, 1, 2, 3)
+    assert after.orphans == frozenset()
+    assert (after.epoch, after.next_ticket) == (state.epoch, state.next_ticket)
+    assert after.recency == LruOrder()
+    check_invariants(after)
+    _, events = take_events(after)
+    assert events == Events(stored=frozenset(), removed=frozenset({"a", "b"}))
+
+
+def test_completions_of_jobs_a_node_failure_ended_match_no_running_job() -> None:
+    state = ready(2, "a")
+    state, _ = prepare_load(state, ["a"])
+    state, _ = prepare_store(state, ["b"])
+    after, _ = fail_node(state)
+    same, done = complete_store(after, ["b"])
+    assert done == Completion(ignored=("b",))
+    assert same.phase("b") is Phase.ABSENT
+    with pytest.raises(UnmatchedCompleteLoad):
+        complete_load(after, ["a"])
+
+
+def test_a_node_failure_keeps_the_copies_a_reset_left_running() -> None:
+    state, _ = prepare_store(initial_state(2), ["a"])
+    state, _ = reset_cache(state)
+    state, _ = prepare_store(state, ["b"])
+    after, _ = fail_node(state)
+    assert after.orphans == state.orphans
+    assert after.free_slots() == (1,)
+    check_invariants(after)

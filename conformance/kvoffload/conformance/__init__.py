@@ -37,6 +37,7 @@ def check(
     policy: str = "lru",
     level: str = "any",
     eviction: str | None = None,
+    fault: str = "none",
     assume: Iterable[str] = (),
     max_keys_per_call: int | None = None,
     capacity: int = 64,

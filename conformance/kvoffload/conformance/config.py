@@ -73,6 +73,9 @@ class CheckConfig:
     """When the target may evict (D14): None is the kind of target's default
     (:func:`~.target.targets.with_target_defaults`: ``background`` for ``mooncake==``, else
     ``on-store``); a value given as text is taken as the spec's :class:`Eviction`."""
+    fault: str = "none"
+    """The node's failure the suite injects (``--fault``, D15): ``none``, or the kind of
+    node a target that has nodes fails (``holder-kill``, ``master-kill``)."""
     assume: tuple[str, ...] = ()
     capacity: int = DEFAULT_CAPACITY
     max_examples: int = DEFAULT_MAX_EXAMPLES
@@ -141,6 +144,11 @@ class CheckConfig:
         return name in self.assume
 
     @property
+    def injects_faults(self) -> bool:
+        """Does the run inject a node's failure (``--fault``, D15)?"""
+        return self.fault != "none"
+
+    @property
     def background_eviction(self) -> bool:
         """May the target evict on its own, between calls (``--eviction background``)?"""
         return self.eviction is Eviction.BACKGROUND
@@ -153,6 +161,7 @@ class CheckConfig:
             "policy": self.policy.value,
             "level": self.level.value,
             "eviction": (self.eviction or Eviction.ON_STORE).value,
+            "fault": self.fault,
             "assume": list(dict.fromkeys(self.assume)),
             "capacity": self.capacity,
             "max_examples": self.max_examples,

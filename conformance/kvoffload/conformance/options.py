@@ -93,6 +93,10 @@ POLICIES = ("lru", "arc")
 """The spec's :class:`~kvoffload.spec.Policy` values."""
 EVICTIONS = ("on-store", "background")
 """The spec's :class:`~kvoffload.spec.Eviction` values (D14)."""
+FAULTS = ("none", "holder-kill", "master-kill")
+"""``--fault``'s values (docs/spec.md D15): no fault, or the node a target fails when the
+suite injects the spec's ``fail_node`` (a ``mooncake==`` target: the client process
+holding the segment, or the master)."""
 ASSUMPTION_NAMES = ("no-misuse", "no-reset-in-flight", "no-stale-completions",
                     "no-store-while-storing", "unique-keys")
 """The spec's :data:`~kvoffload.spec.ASSUMPTIONS`, by name."""
@@ -215,6 +219,15 @@ OPTIONS: tuple[Option, ...] = (
        "it is", choices=EVICTIONS, by_target=True,
        default_text="on-store; background for mooncake== targets",
        more="([docs/spec.md](spec.md) D14; such a target is driven one call at a time)"),
+    _o("fault", Kind.CHOICE, "none",
+       "inject a node's failure at calls drawn from the seed: holder-kill kills the "
+       "process holding the tier's memory, master-kill the store's master, each then "
+       "replaced so the run goes on; the spec takes it as fail_node, which loses every "
+       "block (a lookup after it must answer MISS). Only for targets that fail a node of "
+       "their own (mooncake==); for any other, a usage error", choices=FAULTS,
+       self_test="the self-test's seeded bugs are single-process managers, with no node "
+                 "to fail",
+       more="([docs/spec.md](spec.md) D15; [engines.md](engines.md#faults-the-suite-injects))"),
     _o("assume", Kind.NAMES, (), "an assumption the target relies on",
        choices=ASSUMPTION_NAMES, metavar="NAME"),
     _o("max_keys_per_call", Kind.INT, 0,

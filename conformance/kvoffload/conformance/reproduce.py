@@ -16,8 +16,8 @@ from .judge.guard import timed_calls
 from .judge.lockstep import replay
 from .target.remote import is_exec_target, target_session
 
-REPLAY_OPTIONS = ("profile", "policy", "level", "assume", "capacity", "adapter",
-                  "call_timeout")
+REPLAY_OPTIONS = ("profile", "policy", "level", "eviction", "fault", "assume", "capacity",
+                  "adapter", "call_timeout")
 """The options of a report's ``configuration`` that a replay uses (the rest steer the
 search, which a replay does not run)."""
 

@@ -15,7 +15,18 @@ from .assumptions import (
     Assumption,
     excluded_by,
 )
-from .calls import API_OPS, COMPLETIONS, ENVIRONMENT_OPS, Call, Op, Output, apply, replay, send
+from .calls import (
+    API_OPS,
+    COMPLETIONS,
+    ENVIRONMENT_OPS,
+    FAULTS,
+    Call,
+    Op,
+    Output,
+    apply,
+    replay,
+    send,
+)
 from .errors import (
     BadCapacity,
     ChoiceNotAllowed,
@@ -36,6 +47,7 @@ from .transitions import (
     complete_load,
     complete_store,
     evict_in_background,
+    fail_node,
     lookup,
     prepare_load,
     prepare_store,
@@ -46,15 +58,16 @@ from .transitions import (
 from .vocabulary import CopyKind, Eviction, Key, LookupResult, Phase, Policy, Ticket, unique
 
 __all__ = [
-    "API_OPS", "ASSUMPTIONS", "COMPLETIONS", "ENVIRONMENT_OPS", "INVARIANTS", "LAWS",
-    "NO_MISUSE", "NO_RESET_IN_FLIGHT", "NO_STALE_COMPLETIONS", "UNIQUE_KEYS", "ArcLists",
-    "Assumption", "BadCapacity", "Block", "CacheState", "Call", "ChoiceNotAllowed",
-    "Completion", "CopyKind", "Events", "Eviction", "InvariantViolation", "Key",
-    "KvOffloadError", "LoadPlan", "LookupResult", "LruOrder", "MalformedCall",
-    "MisuseError", "NotEvictable", "NotReadable", "Op", "Orphan", "Output", "Phase",
-    "Policy", "StorePlan", "StoreRejected", "Ticket", "UnmatchedCompleteLoad", "apply",
-    "broken_invariants", "broken_laws", "check_invariants", "complete_load",
-    "complete_store", "evict_in_background", "excluded_by", "initial_state", "is_quiescent",
-    "lookup", "prepare_load", "prepare_store", "renumbered", "replay", "reset_cache",
-    "send", "take_events", "touch", "unique",
+    "API_OPS", "ASSUMPTIONS", "COMPLETIONS", "ENVIRONMENT_OPS", "FAULTS", "INVARIANTS",
+    "LAWS", "NO_MISUSE", "NO_RESET_IN_FLIGHT", "NO_STALE_COMPLETIONS", "UNIQUE_KEYS",
+    "ArcLists", "Assumption", "BadCapacity", "Block", "CacheState", "Call",
+    "ChoiceNotAllowed", "Completion", "CopyKind", "Events", "Eviction",
+    "InvariantViolation", "Key", "KvOffloadError", "LoadPlan", "LookupResult", "LruOrder",
+    "MalformedCall", "MisuseError", "NotEvictable", "NotReadable", "Op", "Orphan",
+    "Output", "Phase", "Policy", "StorePlan", "StoreRejected", "Ticket",
+    "UnmatchedCompleteLoad", "apply", "broken_invariants", "broken_laws",
+    "check_invariants", "complete_load", "complete_store", "evict_in_background",
+    "excluded_by", "fail_node", "initial_state", "is_quiescent", "lookup", "prepare_load",
+    "prepare_store", "renumbered", "replay", "reset_cache", "send", "take_events", "touch",
+    "unique",
 ]

@@ -33,11 +33,20 @@ class Op(enum.Enum):
     """Not a call of the API: the tier drops READY blocks with no readers on its own,
     under the opt-in ``Eviction.BACKGROUND`` setting (D14). Nobody sends it; a judge or
     a model checker applies it to the spec where the environment may make it happen."""
+    FAIL_NODE = "fail_node"
+    """Not a call of the API: the node holding the tier (its holder, or the directory
+    that names its blocks) fails and is replaced; every block is lost (D15). A fault
+    the suite injects (:data:`FAULTS`): :func:`send` makes it on the target's
+    ``fail_node()``, which fails a node of the target's own."""
 
 
 COMPLETIONS = frozenset({Op.COMPLETE_LOAD, Op.COMPLETE_STORE})
-ENVIRONMENT_OPS = frozenset({Op.EVICT_IN_BACKGROUND})
-"""Transitions of the environment: no manager offers them, :func:`send` makes none."""
+ENVIRONMENT_OPS = frozenset({Op.EVICT_IN_BACKGROUND, Op.FAIL_NODE})
+"""Transitions of the environment: no manager offers them; :func:`send` makes none but
+the faults."""
+FAULTS = frozenset({Op.FAIL_NODE})
+"""The environment's transitions a test injects (D15): :func:`send` makes them on a
+target's fault hook of the same name (``fail_node()``), never on a manager's API."""
 API_OPS = frozenset(Op) - ENVIRONMENT_OPS
 """The operations of the API (vLLM's names), the ones a caller makes."""
 
@@ -87,7 +96,7 @@ class Call:
         return text if self.job in (None, self.ticket) else f"{text}  # job {self.job}"
 
 
-_NO_KEYS = frozenset({Op.RESET_CACHE, Op.TAKE_EVENTS})
+_NO_KEYS = frozenset({Op.RESET_CACHE, Op.TAKE_EVENTS, Op.FAIL_NODE})
 
 
 def _malformed(call: Call) -> str:
@@ -136,6 +145,8 @@ def apply(
         return t.reset_cache(state)
     if op is Op.EVICT_IN_BACKGROUND:
         return t.evict_in_background(state, call.keys)
+    if op is Op.FAIL_NODE:
+        return t.fail_node(state)
     return t.take_events(state)
 
 
@@ -146,11 +157,15 @@ def send(api: Any, call: Call) -> Any:
     The one place outside the spec's :func:`apply` that maps an :class:`Op` to a method;
     completions get ``ticket=`` by keyword (None in vLLM's form) and ``complete_store``
     ``success=`` too; the keys go as a tuple. An environment transition
-    (:data:`ENVIRONMENT_OPS`) is no call of the API: it raises :class:`MalformedCall`.
+    (:data:`ENVIRONMENT_OPS`) is no call of the API: it raises :class:`MalformedCall`,
+    except a fault a test injects (:data:`FAULTS`), made on ``api.fail_node()``: the
+    target's adapter fails a node of its own (D15).
 
     raises: MalformedCall
     """
     op = call.op
+    if op is Op.FAIL_NODE:
+        return api.fail_node()
     if op in ENVIRONMENT_OPS:
         raise MalformedCall(f"{op.value} is the environment's transition, not a call of "
                             f"the API: nothing can be sent for it")

@@ -145,6 +145,7 @@ _CHANGES: dict[Op, frozenset[str]] = {
     Op.RESET_CACHE: frozenset({"blocks", "orphans", "recency", "epoch"}),
     Op.TAKE_EVENTS: frozenset({"announced"}),
     Op.EVICT_IN_BACKGROUND: frozenset({"blocks", "recency"}),
+    Op.FAIL_NODE: frozenset({"blocks", "recency"}),
 }
 """The fields of the state each operation may change; capacity and policy never change."""
 
@@ -553,6 +554,21 @@ def background_eviction_drops_the_blocks(step: Step) -> bool:
     return step.answer is None and step.new.blocks == kept
 
 
+# --- a node's failure (D15) -------------------------------------------------------
+
+
+@speaks_of(Op.FAIL_NODE)
+def node_failure_loses_every_block(step: Step) -> bool:
+    """D15: fail_node answers nothing and leaves no block, in any phase (the copies
+    running on them end with the node: no orphan is made for them); the copies a reset
+    left running, the epoch, the tickets and the subscriber's view stay as they were
+    (the loss is announced at the next take_events)."""
+    if not _is(step, Op.FAIL_NODE):
+        return True
+    return step.answer is None and not step.new.blocks and (
+        step.new.orphans == step.before.orphans)
+
+
 # --- exact policies (D10) --------------------------------------------------------
 
 
@@ -584,10 +600,11 @@ def _arc(step: Step) -> tuple[ArcLists, ArcLists] | None:
     return (a, b) if isinstance(a, ArcLists) and isinstance(b, ArcLists) else None
 
 
-@speaks_of(Op.RESET_CACHE)
+@speaks_of(Op.RESET_CACHE, Op.FAIL_NODE)
 def reset_forgets_the_order(step: Step) -> bool:
-    """D7, D10: reset_cache empties the eviction order (ARC: lists, ghosts and ``p``)."""
-    if not _is(step, Op.RESET_CACHE):
+    """D7, D10, D15: reset_cache and a node's failure empty the eviction order (ARC:
+    lists, ghosts and ``p``)."""
+    if not (_is(step, Op.RESET_CACHE) or _is(step, Op.FAIL_NODE)):
         return True
     order = step.new.recency
     if isinstance(order, LruOrder):
@@ -816,6 +833,7 @@ LIFECYCLE_LAWS: tuple[Law, ...] = (
     subscribers_learn_the_ready_set,
     background_eviction_needs_evictable_blocks,
     background_eviction_drops_the_blocks,
+    node_failure_loses_every_block,
     errors_are_named_misuse,
     misuse_changes_nothing,
     each_operation_changes_only_its_fields,

@@ -237,6 +237,24 @@ def evict_in_background(state: CacheState, keys: Iterable[Key]) -> tuple[CacheSt
     return replace(state, blocks=state.blocks - gone, recency=recency), None
 
 
+def fail_node(state: CacheState) -> tuple[CacheState, None]:
+    """The environment's transition, not a call of the API: the node holding the tier
+    fails and is replaced, and every block is lost, in every phase (D15). A READY block
+    (read or not) is gone; a STORING one too. The copies running on them end with the
+    node (its memory went with it; the replacement's is new, and no running copy
+    touches it), so their slots are free at once and a completion that arrives for one
+    later belongs to no running job. Copies a reset left running keep their slots,
+    the epoch and the tickets carry on; subscribers learn of the loss at the next
+    ``take_events``.
+
+    pre: not broken_invariants(state)
+    post: not __return__[0].blocks
+    post: __return__[0].orphans == state.orphans and __return__[0].epoch == state.epoch
+    post: __return__[0].next_ticket == state.next_ticket
+    """
+    return replace(state, blocks=frozenset(), recency=state.recency.cleared()), None
+
+
 # --- helpers ---------------------------------------------------------------------
 
 APPLIED, RELEASED, IGNORED = "applied", "released", "ignored"

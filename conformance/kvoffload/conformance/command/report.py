@@ -114,6 +114,9 @@ def configuration_text(result: CheckResult) -> str:
         f"policy         {config.policy.value}",
         f"level          {config.level.value}",
         f"eviction       {eviction_text(result.target, config)}",
+        *([f"faults         {config.fault} at calls drawn from the seed (the spec's "
+           f"fail_node: every block is lost, docs/spec.md D15)"]
+          if config.injects_faults else []),
         f"assumptions    {', '.join(config.assume) or 'none'}",
         f"keys per call  {keys_per_call_text(result.target, config)}",
         f"budget         {config.max_examples} examples x {config.steps} steps, "

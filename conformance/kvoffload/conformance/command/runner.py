@@ -151,6 +151,9 @@ def coverage(prepared: Prepared, config: CheckConfig) -> tuple[dict[str, str], d
         + (", of jobs from before a reset" if caps.reset else "")
         + (", naming a ticket never issued" if caps.completion_tickets else ""),
     }
+    if config.injects_faults:
+        alphabet["fail_node"] = (f"generated (--fault {config.fault}): a node of the target "
+                                 f"is killed and replaced, the spec loses every block (D15)")
     return not_checked, alphabet
 
 

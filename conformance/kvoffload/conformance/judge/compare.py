@@ -165,7 +165,8 @@ def check_completion(run: Lockstep, call: Call, new: CacheState, expected: objec
 
 def check_nothing(run: Lockstep, call: Call, new: CacheState, expected: object,
                   got: object) -> None:
-    """touch returns nothing observable; its effect shows in later evictions."""
+    """touch returns nothing observable; its effect shows in later evictions. Nor does
+    an injected fail_node (D15): what the failure lost shows in every later answer."""
 
 
 def check_reset(run: Lockstep, call: Call, new: CacheState, expected: object,
@@ -213,6 +214,7 @@ CHECKS: dict[Op, Check] = {
     Op.COMPLETE_STORE: check_completion,
     Op.RESET_CACHE: check_reset,
     Op.TAKE_EVENTS: check_events,
+    Op.FAIL_NODE: check_nothing,
 }
 """The comparison for each operation but prepare_store (see :func:`check_store`)."""
 

@@ -49,6 +49,7 @@ WEIGHTS: dict[str, float] = {
     "complete_store_unmatched": 1, "prepare_load": 2, "complete_load": 2, "touch": 2,
     "reset_cache": 1, "take_events": 1.5, "complete_stale": 3, "complete_finished": 2,
     "prepare_load_not_ready": 1, "complete_load_unmatched": 1, "complete_unknown_ticket": 0.5,
+    "fail_node": 0.1,
 }
 """Relative frequency of each kind of call, where it is possible at all."""
 
@@ -115,6 +116,7 @@ class Rules:
                 "complete_stale": stale and caps.reset, "complete_finished": stale,
                 "prepare_load_not_ready": misuse, "complete_load_unmatched": misuse,
                 "complete_unknown_ticket": stale and caps.completion_tickets,
+                "fail_node": config.injects_faults,
             })
 
 
@@ -340,6 +342,13 @@ class CallGenerator:
 
     def take_events(self, rng: random.Random) -> None:
         self._do(Call(Op.TAKE_EVENTS))
+
+    def fail_node(self, rng: random.Random) -> None:
+        """A node's failure (``--fault``, D15): every block is lost; they come back soon
+        (the scheduler recomputes them), as after a reset."""
+        lost = sorted(self.state.table, key=repr)
+        if self._do(Call(Op.FAIL_NODE)) is not None:
+            self.gone.extend(lost)
 
     def complete_stale(self, rng: random.Random) -> None:
         """A completion of a job that started before the last reset."""

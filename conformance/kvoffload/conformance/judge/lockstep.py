@@ -49,7 +49,7 @@ from .guard import CallTimeout, Interrupted, guarded_call, overran, stop_request
 __all__ = ["Lockstep", "TargetAnswer", "construct", "lookup_agrees", "replay", "show"]
 
 DEFERRED = frozenset({Op.LOOKUP, Op.TOUCH, Op.COMPLETE_STORE, Op.COMPLETE_LOAD,
-                      Op.RESET_CACHE, Op.TAKE_EVENTS, Op.PREPARE_LOAD})
+                      Op.RESET_CACHE, Op.TAKE_EVENTS, Op.PREPARE_LOAD, Op.FAIL_NODE})
 """Calls whose answer the spec's next state does not depend on: to a target in a host
 (an adapter with ``post``), they are sent without waiting, and their answers compared,
 in order, before the next call whose answer the spec needs (a store plan: the target's

@@ -100,7 +100,7 @@ def _watch_lifeline(fd: int) -> None:
 
 
 _CONFIG_FIELDS = frozenset({"profile", "policy", "level", "assume", "capacity", "adapter",
-                            "max_keys_per_call", "call_timeout"})
+                            "max_keys_per_call", "call_timeout", "fault"})
 
 
 _HOST_PID = os.getpid()

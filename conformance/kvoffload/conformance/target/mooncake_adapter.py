@@ -37,6 +37,12 @@ client, another process on the same master, looks up and loads):
   being written (their put sessions go on), so it is checked under
   ``--assume no-reset-in-flight``.
 - ``touch``, ``take_events``: Mooncake has neither (not generated).
+- ``fail_node`` (the fault the suite injects under ``--fault``, docs/spec.md D15; no
+  call of the API): the cluster SIGKILLs the holder (``holder-kill``: the writer client,
+  whose segment holds every object) or the master (``master-kill``; both clients are
+  then replaced too), starts the replacement, and the writer mounts the tier's segment
+  again. The adapter's own books (open put sessions, loads held, slot numbers) went with
+  the node and are dropped.
 
 The kind runs under ``--eviction background`` unless told otherwise (:data:`DEFAULTS`,
 docs/spec.md D14): the master evicts READY unleased objects in a thread of its own, so
@@ -133,6 +139,11 @@ class _Shared:
     cluster: Cluster | None = None
     tiers = itertools.count(1)
     current: MooncakeAdapter | None = None
+    failed = False
+    """A node failed since the cluster was last fresh: the master may still hold the
+    dead holder's segment and objects (about 10 s), so the next tier starts on a
+    restarted master and clients, as if no example had run before (a shrunk trace
+    without the fault must not fail through an earlier example's)."""
 
 
 def _cluster() -> Cluster:
@@ -150,8 +161,12 @@ class MooncakeAdapter:
 
     name = "mooncake"
 
-    def __init__(self, capacity: int, strict: bool) -> None:
+    def __init__(self, capacity: int, strict: bool, fault: str = "none") -> None:
         self.cluster = _cluster()
+        self.capacity = capacity
+        self.fault = fault
+        """The node :meth:`fail_node` kills (``--fault``): ``holder-kill``,
+        ``master-kill``, or ``none``."""
         self.engine_calls: list[str] = []
         """Every Mooncake call this adapter made, in order (``writer.put_start(...)``,
         ``admin./get_all_keys``): what an operation became in Mooncake's terms."""
@@ -160,20 +175,41 @@ class MooncakeAdapter:
         if previous is not None:
             previous.close()
         self.tier = next(_Shared.tiers)
+        if _Shared.failed:
+            self.ask("fault", "restart")
+            _Shared.failed = False
         self.storing: set[Key] = set()
         """Keys whose put session this adapter opened and has not ended or revoked."""
         self.slot: dict[Key, int] = {}
         self.reads: dict[Key, int] = {}
         """Loads made and not yet completed, per key."""
-        mounted = self.ask("writer", "mount", capacity * OBJECT_BYTES)
-        if not isinstance(mounted, dict) or mounted.get("ret") != 0:
-            raise TargetLoadError(f"the writer could not mount a segment of {capacity} "
-                                  f"objects: {mounted!r}")
-        self.segments: list[str] = list(mounted["segment_ids"])
+        self.segments: list[str] = self._mount()
         self.capabilities = Capabilities(touch=False, reset=True, events=False,
                                          completion_tickets=False, typed_misuse=False,
                                          strict_lookup=strict)
         _Shared.current = self
+
+    def _mount(self) -> list[str]:
+        """The writer mounts this tier's segment; its ids."""
+        mounted = self.ask("writer", "mount", self.capacity * OBJECT_BYTES)
+        if not isinstance(mounted, dict) or mounted.get("ret") != 0:
+            raise TargetLoadError(f"the writer could not mount a segment of "
+                                  f"{self.capacity} objects: {mounted!r}")
+        return list(mounted["segment_ids"])
+
+    def fail_node(self) -> None:
+        """The fault the suite injects (``--fault``, D15): the cluster kills the holder
+        or the master with SIGKILL and starts its replacement; the tier's segment is
+        mounted again on the writer, and the adapter's books, which died with the node,
+        are dropped."""
+        if self.fault == "none":
+            raise Refused("no node to fail: the run asked for no fault (--fault)")
+        _Shared.failed = True
+        self.ask("fault", self.fault)
+        self.storing.clear()
+        self.reads.clear()
+        self.slot.clear()
+        self.segments = self._mount()
 
     def close(self) -> None:
         """Revoke this tier's open put sessions, remove its objects and unmount it."""
@@ -271,9 +307,9 @@ class MooncakeAdapter:
             raise Refused(f"batch_get_session_start answered {refused[0][1]} for "
                           f"{refused[0][0]!r}: the object cannot be read")
         short = [(k, n) for k, n in zip(distinct, read, strict=True) if n < 0]
-        if short:
-            raise MooncakeError(f"get_into({short[0][0]!r}) answered {short[0][1]} after "
-                                f"its get session started")
+        if short:  # the object cannot be read after all (its holder is gone): refused
+            raise Refused(f"get_into({short[0][0]!r}) answered {short[0][1]} after its get "
+                          f"session started: the object cannot be read")
         for key in distinct:
             self.reads[key] = self.reads.get(key, 0) + 1
         return LoadOutcome(None, tuple(self.slot.get(k, -1) for k in keys))
@@ -320,4 +356,8 @@ def mooncake_factory(
            f"own; lookup through {'get_size' if strict else 'is_exist'} "
            f"(--profile {config.profile.value})"
            + (f"; master flags from {FLAGS_VARIABLE}: {flags}" if flags else ""))
-    return "mooncake", why, lambda capacity: MooncakeAdapter(capacity, strict)
+    if config.injects_faults:
+        why += (f"; --fault {config.fault}: the "
+                f"{'writer client (the holder)' if config.fault == 'holder-kill' else 'master'}"
+                f" is killed with SIGKILL at fail_node and replaced")
+    return "mooncake", why, lambda capacity: MooncakeAdapter(capacity, strict, config.fault)

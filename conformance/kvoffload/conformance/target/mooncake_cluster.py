@@ -20,7 +20,14 @@ the run's own: nothing else can hold them).
 
 The supervisor speaks JSON lines on its standard input and output: each request names
 a process (``writer``, ``reader``, or ``admin``: a GET on the master's HTTP admin server)
-and an operation; the answer is ``{"ok": value}`` or ``{"error": text}``.
+and an operation; the answer is ``{"ok": value}`` or ``{"error": text}``. A request to
+``fault`` is a fault the suite injects (``--fault``, docs/spec.md D15): ``holder-kill``
+SIGKILLs the writer (the holder of the segment) and starts a new one; ``master-kill``
+SIGKILLs the master and starts a new one, then replaces both clients (a client of the
+dead master holds a segment the new one does not know); ``restart`` does what
+``master-kill`` does, between examples: a master that saw a holder die keeps its
+segment for a while, and the next example must not inherit it. The answer names the
+new pids.
 
 **Lifetime.** The supervisor leads a process group of its own; its children are in it.
 :meth:`Cluster.stop` kills that group. Every process of the cluster also asks the
@@ -274,6 +281,66 @@ def _admin(path: str) -> str:
         return text
 
 
+class _Nodes:
+    """The supervisor's children: the master and the two clients, each replaceable (a
+    fault the suite injects kills one and starts another)."""
+
+    def __init__(self) -> None:
+        self.env = {**os.environ, **CLIENT_ENV}
+        self.master = self._master()
+        self.clients = {role: self._client(role) for role in ("writer", "reader")}
+
+    def _master(self) -> subprocess.Popen[bytes]:
+        extra = shlex.split(os.environ.get(FLAGS_VARIABLE, ""))
+        master = subprocess.Popen([master_binary(), *MASTER_FLAGS, *extra],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, env=self.env,
+                                  preexec_fn=die_with_parent)
+        _wait_port(MASTER_RPC_PORT, master, "mooncake_master")
+        return master
+
+    def _client(self, role: str) -> _Child:
+        # this module's own name, wherever the package puts it (run as -m, __name__ is
+        # "__main__")
+        module = [sys.executable, "-m", __spec__.name if __spec__ else __name__, "--client"]
+        child = _Child([*module, role], self.env, role)
+        hello = child.read()
+        if "ok" not in hello:
+            raise ClusterError(f"the {role} client: {hello['error']}")
+        return child
+
+    def pids(self) -> dict[str, int]:
+        return {"master": self.master.pid,
+                **{r: c.process.pid for r, c in self.clients.items()}}
+
+    def fault(self, kind: str) -> dict[str, int]:
+        """Kill a node with SIGKILL and start its replacement (D15); the new pids."""
+        if kind == "holder-kill":
+            _kill(self.clients["writer"].process)
+            self.clients["writer"] = self._client("writer")
+        elif kind in ("master-kill", "restart"):
+            _kill(self.master)
+            self.master = self._master()
+            for role in ("writer", "reader"):
+                _kill(self.clients[role].process)
+                self.clients[role] = self._client(role)
+        else:
+            raise ClusterError(f"no such fault {kind!r}: holder-kill, master-kill or "
+                               f"restart")
+        return self.pids()
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL one child and reap it (no zombie is left for the leak checks)."""
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    process.wait()
+    for stream in (process.stdin, process.stdout):
+        with contextlib.suppress(Exception):
+            if stream is not None:
+                stream.close()
+
+
 def _supervise_main() -> int:
     die_with_parent()
     out = sys.stdout
@@ -285,37 +352,34 @@ def _supervise_main() -> int:
                                        f"not loopback alone"}) + "\n")
         out.flush()
         return 1
-    env = {**os.environ, **CLIENT_ENV}
-    extra = shlex.split(os.environ.get(FLAGS_VARIABLE, ""))
-    master = subprocess.Popen([master_binary(), *MASTER_FLAGS, *extra], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env=env, preexec_fn=die_with_parent)
-    _wait_port(MASTER_RPC_PORT, master, "mooncake_master")
-    module = [sys.executable, "-m", "kvoffload.conformance.target.mooncake_cluster", "--client"]
-    clients = {role: _Child([*module, role], env, role) for role in ("writer", "reader")}
-    for child in clients.values():
-        hello = child.read()
-        if "ok" not in hello:
-            out.write(json.dumps({"error": f"the {child.what} client: {hello['error']}"}) + "\n")
-            out.flush()
-            return 1
-    pids = {"master": master.pid, **{r: c.process.pid for r, c in clients.items()}}
-    out.write(json.dumps({"ok": {"pids": pids, "namespace": how, "interfaces": found}}) + "\n")
+    try:
+        nodes = _Nodes()
+    except ClusterError as error:
+        out.write(json.dumps({"error": str(error)}) + "\n")
+        out.flush()
+        return 1
+    out.write(json.dumps({"ok": {"pids": nodes.pids(), "namespace": how,
+                                 "interfaces": found}}) + "\n")
     out.flush()
     for line in sys.stdin:
-        to, op, args = json.loads(line)
-        try:
-            if to == "admin":
-                answer: dict[str, Any] = {"ok": _admin(str(args[0]))}
-            elif to == "interfaces":
-                answer = {"ok": interfaces()}
-            else:
-                answer = clients[to].ask(op, args)
-        except (ClusterError, OSError, urllib.error.URLError) as error:
-            answer = {"error": f"{type(error).__name__}: {error}"}
-        out.write(json.dumps(answer) + "\n")
+        out.write(json.dumps(_answer(nodes, line)) + "\n")
         out.flush()
     return 0
+
+
+def _answer(nodes: _Nodes, line: str) -> dict[str, Any]:
+    """The supervisor's answer to one request line."""
+    to, op, args = json.loads(line)
+    try:
+        if to == "admin":
+            return {"ok": _admin(str(args[0]))}
+        if to == "interfaces":
+            return {"ok": interfaces()}
+        if to == "fault":
+            return {"ok": nodes.fault(op)}
+        return nodes.clients[to].ask(op, args)
+    except (ClusterError, OSError, urllib.error.URLError) as error:
+        return {"error": f"{type(error).__name__}: {error}"}
 
 
 # ---------------------------------------------------------------- the starter's side

@@ -299,10 +299,11 @@ _LOOKUPS: dict[str, Reported] = {"MISS": LookupResult.MISS, "PENDING": LookupRes
 _EXPECTED_KIND = {Op.LOOKUP: ("lookup",), Op.PREPARE_STORE: ("store_plan", "rejected"),
                   Op.PREPARE_LOAD: ("load_plan",), Op.COMPLETE_LOAD: ("completion", "none"),
                   Op.COMPLETE_STORE: ("completion", "none"), Op.TOUCH: ("none",),
-                  Op.RESET_CACHE: ("reset",), Op.TAKE_EVENTS: ("events",)}
+                  Op.RESET_CACHE: ("reset",), Op.TAKE_EVENTS: ("events",),
+                  Op.FAIL_NODE: ("none",)}
 _PROP_OF = {Op.LOOKUP: "lookup", Op.PREPARE_STORE: "store-plan", Op.PREPARE_LOAD: "load-plan",
             Op.COMPLETE_LOAD: "completion", Op.COMPLETE_STORE: "completion", Op.TOUCH: "crash",
-            Op.RESET_CACHE: "epochs", Op.TAKE_EVENTS: "events"}
+            Op.RESET_CACHE: "epochs", Op.TAKE_EVENTS: "events", Op.FAIL_NODE: "crash"}
 
 
 _VALUES = LineCache()
@@ -450,7 +451,8 @@ def config_fields(config: Any) -> dict[str, Any]:
             "level": config.level.value, "assume": list(config.assume),
             "capacity": min(config.capacity, MAX_CAPACITY), "adapter": config.adapter,
             "max_keys_per_call": config.max_keys_per_call,
-            "call_timeout": config.call_timeout}
+            "call_timeout": config.call_timeout,
+            **({"fault": config.fault} if config.injects_faults else {})}
 
 
 def keys_text(keys: Sequence[Key]) -> str:

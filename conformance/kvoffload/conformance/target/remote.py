@@ -718,6 +718,10 @@ class RemoteAdapter:
         answer: EventBatch = self._make(Call(Op.TAKE_EVENTS))
         return answer
 
+    def fail_node(self) -> None:
+        """The fault the suite injects (``--fault``, D15), made in the host."""
+        self._make(Call(Op.FAIL_NODE))
+
     def is_rejection(self, error: BaseException) -> bool:
         return isinstance(error, TargetError) and error.rejection
 

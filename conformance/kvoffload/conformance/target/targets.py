@@ -90,7 +90,13 @@ def target_defaults(text: str) -> dict[str, tuple[object, str]]:
 def with_target_defaults(text: str, config: CheckConfig) -> CheckConfig:
     """``config`` with each option left unset (None) given its value: the kind of
     target's (named in ``config.target_defaults``, so the header can say so), else the
-    general one (:data:`GENERAL_DEFAULTS`)."""
+    general one (:data:`GENERAL_DEFAULTS`). An option this kind of target cannot take
+    is refused here, before any host starts (``--fault``: :func:`refuse_faults`).
+
+    raises: UsageError
+    """
+    if config.injects_faults:
+        refuse_faults(text, config)
     chosen = {name: value for name, (value, _) in target_defaults(text).items()
               if getattr(config, name) is None}
     values = {name: value for name, value in GENERAL_DEFAULTS.items()
@@ -100,6 +106,21 @@ def with_target_defaults(text: str, config: CheckConfig) -> CheckConfig:
     values.update(chosen)
     named = tuple(dict.fromkeys((*config.target_defaults, *chosen)))
     return replace(config, **values, target_defaults=named)  # type: ignore[arg-type]  # values are the fields' own types (GENERAL_DEFAULTS, DEFAULTS)
+
+
+def refuse_faults(text: str, config: CheckConfig) -> None:
+    """``--fault`` (D15) needs a target with nodes of its own (``mooncake==``) and
+    random calls; the judge refuses it otherwise (an ``exec:`` host is not the suite's,
+    so the check :func:`prepare` makes in a Python host would never run for one).
+
+    raises: UsageError
+    """
+    if config.trace is not None:
+        raise UsageError(f"--fault {config.fault} is injected among random calls; a "
+                         f"--trace run makes none")
+    if not is_mooncake_target(text):
+        raise UsageError(f"--fault {config.fault}: only a target with nodes of its own to "
+                         f"fail (mooncake==) takes a fault, not {text!r}")
 
 
 def load_object(text: str, policy: str = "lru") -> Any:
@@ -208,6 +229,9 @@ def prepare(text: str, config: CheckConfig, obj: Any = None) -> Prepared:
 
     ``obj`` skips the import (the self-test and the pytest plugin pass objects).
     """
+    if config.injects_faults and (obj is not None or not is_mooncake_target(text)):
+        raise UsageError(f"--fault {config.fault}: only a target with nodes of its own to "
+                         f"fail (mooncake==) takes a fault, not {text!r}")
     if obj is None and is_lmcache_target(text):
         return _prepare_lmcache(text, config)
     if obj is None and is_mooncake_target(text):
