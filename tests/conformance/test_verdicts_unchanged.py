@@ -1,7 +1,8 @@
-"""Background eviction (docs/spec.md D14) is opt-in: the default check of the reference,
-of vLLM 0.20.2 and of LMCache 0.5.6 gives, with a fixed seed and budget, the same verdict
-per property, and the same shrunk trace per failure, as before it existed (recorded from
-main at eac8b43 in ``verdicts_before_background_eviction.json``)."""
+"""Environment transitions are opt-in: background eviction (docs/spec.md D14) and node
+failures (D15) leave the default check alone. The default check of the reference, of
+vLLM 0.20.2 and of LMCache 0.5.6 gives, with a fixed seed and budget, the same verdict per
+property, and the same shrunk trace per failure, as recorded in ``verdicts_recorded.json``
+(whose ``recorded`` field says from which commit, and why it was recorded again once)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from kvoffload.conformance.command.runner import run_check
 from kvoffload.conformance.config import CheckConfig
 
 RECORDED = json.loads(
-    (Path(__file__).with_name("verdicts_before_background_eviction.json")).read_text())
+    (Path(__file__).with_name("verdicts_recorded.json")).read_text())
 TARGETS = {"reference": "kvoffload.impl:OffloadManager", "vllm": "vllm==0.20.2",
            "lmcache": "lmcache==0.5.6"}
 
