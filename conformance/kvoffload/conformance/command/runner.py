@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,42 @@ if TYPE_CHECKING:
 
 _run_machine: Callable[..., None] = run_state_machine_as_test
 """Hypothesis's runner, typed here: some Hypothesis releases leave it unannotated."""
+
+
+@contextmanager
+def _without_source_constants() -> Iterator[None]:
+    """Hypothesis's own draws only, for as long as the run lasts.
+
+    Hypothesis (from 6.131) sometimes draws an integer from the constants written in the
+    source of every "local" module (neither stdlib nor site-packages) then in
+    ``sys.modules``: what the process had imported (a test session's other modules, the
+    user's own code, kvoffload itself when installed editable) changed the calls a seed
+    makes, and "the same seed gives the same run" broke (seed 3 found TouchIgnored's bug
+    alone and missed it beside tests/impl). The pool is emptied here, and the cache of
+    constants filtered from it cleared on the way in and out, so no draw depends on it.
+    Hypothesis has no setting for this: its internals are patched, the process's state
+    put back after; where they are absent (older releases, no pool) nothing is done.
+    Not thread safe: a Hypothesis test in another thread meanwhile draws without it too.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
+    except ImportError:  # a Hypothesis laid out otherwise: no pool to empty
+        yield
+        return
+    pool: Callable[[], Any] | None = getattr(providers, "_get_local_constants", None)
+    cache = getattr(providers, "CONSTANTS_CACHE", None)
+    if pool is None or cache is None:
+        yield
+        return
+    empty = Constants()
+    cache.cache.clear()
+    setattr(providers, "_get_local_constants", lambda: empty)  # noqa: B010  # private, set by name
+    try:
+        yield
+    finally:
+        setattr(providers, "_get_local_constants", pool)  # noqa: B010  # as above
+        cache.cache.clear()
 
 
 REPLAYS = 5
@@ -234,7 +271,8 @@ def _explore(result: CheckResult, prepared: Prepared, counters: Counters,
     unreliable: str | None = None
     counters.first, counters.first_error = None, None
     try:
-        _run_machine(seeded(machine), settings=options)
+        with _without_source_constants():
+            _run_machine(seeded(machine), settings=options)
     except PropertyViolation as violation:
         found = violation
     except Interrupted:
