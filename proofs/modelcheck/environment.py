@@ -51,6 +51,17 @@ class Environment:
         """The call rules :meth:`step` checks (:mod:`.step`); the others are not computed."""
         self._sequences = bounds.sequences()
         self._renaming = symmetry.CallRenaming(bounds.keys)
+        # The calls that depend on no node, made once: a TINY exploration asks for about
+        # 50 actions in each of thousands of nodes, and building and validating each
+        # Call anew was a tenth of its time.
+        self._lookups = tuple(Action(Call(Op.LOOKUP, (key,))) for key in bounds.keys)
+        self._touches = tuple(Action(Call(Op.TOUCH, seq)) for seq in self._sequences)
+        self._stores = {seq: Action(Call(Op.PREPARE_STORE, seq)) for seq in self._sequences}
+        self._loads = {seq: Action(Call(Op.PREPARE_LOAD, seq)) for seq in self._sequences}
+        self._reset = Action(Call(Op.RESET_CACHE))
+        self._take_events = Action(Call(Op.TAKE_EVENTS))
+        self._evictions = tuple(Action(Call(Op.EVICT_IN_BACKGROUND, (key,)))
+                                for key in bounds.keys)
 
     def actions(self, node: Node, classes: Sequence[int] | None) -> Iterator[Action]:
         """Every call the environment may make in ``node``, up to symmetry.
@@ -76,21 +87,19 @@ class Environment:
     def _all_actions(self, node: Node) -> Iterator[Action]:
         s = node.state
         table = s.table
-        for key in self.bounds.keys:
-            yield Action(Call(Op.LOOKUP, (key,)))
-        for seq in self._sequences:
-            yield Action(Call(Op.TOUCH, seq))
+        yield from self._lookups
+        yield from self._touches
         dangling = jobs_on_free_slots(node)
         copies = _running_copies(node)
         for seq in self._sequences:
             if any(k not in table and copies.get((STORE, k), 0) > self.bounds.resets
                    for k in seq):
                 continue  # see _running_copies
-            call = Call(Op.PREPARE_STORE, seq)
+            store = self._stores[seq]
             if dangling:
-                yield from self._slot_choices(s, call, dangling)
+                yield from self._slot_choices(s, store.call, dangling)
             else:
-                yield Action(call)
+                yield store
         most_loads = self.bounds.readers * (self.bounds.resets + 1)
         for seq in self._sequences:
             blocks = [table.get(k) for k in seq]
@@ -98,18 +107,17 @@ class Environment:
                     b is not None and b.readers < self.bounds.readers
                     and copies.get((LOAD, k), 0) < most_loads
                     for k, b in zip(seq, blocks, strict=True)):
-                yield Action(Call(Op.PREPARE_LOAD, seq))
+                yield self._loads[seq]
         yield from self._completions(node, STORE)
         yield from self._completions(node, LOAD)
         yield from self._not_running(node)
         if s.epoch < self.bounds.resets:
-            yield Action(Call(Op.RESET_CACHE))
-        yield Action(Call(Op.TAKE_EVENTS))
+            yield self._reset
+        yield self._take_events
         if self.eviction is Eviction.BACKGROUND:
             # one key at a time (several at once are several one-key evictions), every
             # key: those not evictable must raise NotEvictable and change nothing
-            for key in self.bounds.keys:
-                yield Action(Call(Op.EVICT_IN_BACKGROUND, (key,)))
+            yield from self._evictions
 
     def _slot_choices(self, s: CacheState, call: Call, dangling: frozenset[int]
                       ) -> Iterator[Action]:

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,8 +90,11 @@ def source(bounds: Bounds, mutation: str | None = None, background: bool = False
 
 def check(bounds: Bounds, *, symmetry: str = "exhaustive", threads: int = 1,
           mutation: str | None = None, workdir: Path | None = None,
-          background: bool = False) -> RumurResult:
-    """Generate, compile and run the verifier for ``bounds``; parse its verdict."""
+          background: bool = False, cflags: Sequence[str] = CFLAGS) -> RumurResult:
+    """Generate, compile (with ``cflags``) and run the verifier for ``bounds``; parse
+    its verdict. The verdict and the state count do not depend on ``cflags``; the time
+    to them does (TINY's verifier: about 2.7 s of CPU to compile at -O3, 0.7 s at -O0,
+    and it runs in a tenth of a second either way)."""
     exe, cc = shutil.which("rumur"), shutil.which("cc") or shutil.which("gcc")
     if exe is None or cc is None:
         raise RumurMissing("rumur and a C compiler are needed: apt-get install -y rumur gcc")
@@ -104,7 +108,7 @@ def check(bounds: Bounds, *, symmetry: str = "exhaustive", threads: int = 1,
                         str(model), "--output", str(c_file)],
                        check=True, capture_output=True, text=True)
         t1 = time.perf_counter()
-        subprocess.run([cc, *CFLAGS, "-o", str(binary), str(c_file), "-lpthread"],
+        subprocess.run([cc, *cflags, "-o", str(binary), str(c_file), "-lpthread"],
                        check=True, capture_output=True, text=True)
         t2 = time.perf_counter()
         run = subprocess.run([str(binary)], capture_output=True, text=True, check=False)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cpp_build import cached_build
 from kvoffload.conformance.corpus.corpus_write import write_corpus
 
 SOURCE = Path(__file__).resolve().parents[2] / "corpus" / "replayer" / "replay.cpp"
@@ -38,10 +39,8 @@ def build(directory: Path) -> Path:
             pytest.fail(f"{reason}; .ci/run installs them")
         pytest.skip(reason)
     binary = directory / "replay"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-include", "cstdlib",
-                    f"-DTOY_BUG={TOY_BUG_FROM_ENV}", "-o", str(binary), str(SOURCE)],
-                   check=True, capture_output=True, text=True)
-    return binary
+    return cached_build(["-std=c++17", "-O1", "-Wall", "-Werror", "-include", "cstdlib",
+                         f"-DTOY_BUG={TOY_BUG_FROM_ENV}"], SOURCE, HEADER, binary)
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from cpp_build import cached_build
 from kvoffload.conformance.cli import main
 
 SOURCE = Path(__file__).resolve().parents[2] / "corpus" / "replayer" / "host.cpp"
@@ -47,10 +47,8 @@ def build(directory: Path) -> Path:
         pytest.skip(reason)
     binary = directory / "host"
     # -O0: the JSON header's templates compile a third faster, and the toy is fast enough.
-    subprocess.run(["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "-include", "cstdlib",
-                    f"-DTOY_BUG={TOY_BUG_FROM_ENV}", "-o", str(binary), str(SOURCE)],
-                   check=True, capture_output=True, text=True)
-    return binary
+    return cached_build(["-std=c++17", "-O0", "-Wall", "-Werror", "-include", "cstdlib",
+                         f"-DTOY_BUG={TOY_BUG_FROM_ENV}"], SOURCE, HEADER, binary)
 
 
 @pytest.fixture(scope="module")

@@ -76,3 +76,24 @@ def test_candidates_try_small_tiers_then_a_ladder() -> None:
     assert ladder[-1] == 1024
     assert len(ladder) < 25
     assert ladder == sorted(set(ladder))
+
+
+def test_a_candidate_is_replayed_once_per_tier(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each pass starts again from the best trace and proposes candidates tried before;
+    their outcome is kept (a hanging target's replays each cost a timeout and a host)."""
+    from kvoffload.conformance import shrink as shrinking
+
+    noise = [Call(PS, ("x", "y")), Call(CS, ("x", "y")), Call(T, ("y", "x")), Call(E)]
+    found = violation_of([*noise, Call(PS, ("q",)), Call(L, ("q",))], 4)
+    seen: list[tuple[tuple[Call, ...], int]] = []
+    real = shrinking.attempt
+
+    def counted(make_adapter, config, calls, drain, silenced=frozenset()):  # type: ignore[no-untyped-def]  # the real attempt's signature
+        seen.append((tuple(calls), config.capacity))
+        return real(make_adapter, config, calls, drain, silenced)
+
+    monkeypatch.setattr(shrinking, "attempt", counted)
+    best = shrink(make, CheckConfig(capacity=4), found, budget_s=60.0)
+    assert best.trace == (Call(PS, ("a",)), Call(L, ("a",)))
+    assert seen
+    assert len(seen) == len(set(seen))

@@ -70,14 +70,23 @@ def shrink(
     drain = found.in_drain
     best = found
     largest = found.capacity or config.capacity
+    # Each pass starts again from the best trace, so later passes propose candidates
+    # tried before (a one-call liveness failure's trace was replayed 7 times in 15
+    # replays, each a timeout and a new host); a replay's outcome is kept and not
+    # replayed again.
+    replayed: dict[tuple[tuple[Call, ...], int], PropertyViolation | None] = {}
 
     def fails(calls: Sequence[Call]) -> bool:
         nonlocal best, largest
         for capacity in _tiers(largest):
             if time.perf_counter() > deadline:
                 return False
-            violation = attempt(make_adapter, replace(config, capacity=capacity), calls, drain,
-                                silenced)
+            key = (tuple(calls), capacity)
+            if key in replayed:
+                violation = replayed[key]
+            else:
+                violation = replayed[key] = attempt(
+                    make_adapter, replace(config, capacity=capacity), calls, drain, silenced)
             if violation is not None and violation.prop == found.prop:
                 if _size(violation) <= _size(best):
                     best, largest = violation, capacity
