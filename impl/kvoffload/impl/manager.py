@@ -171,13 +171,15 @@ class OffloadManager:
         building it again (a memo of one call, never stale: a fact about objects it
         holds)."""
         self._step: list[tuple[bool, Collection[Key]]] = [(False, ()), (True, _NONE)]
-        """The log a scheduler step's usual calls leave: the last all-new store's victims
-        (``(False, victims)``, as logged), then its completion's entry. A log equal to it
-        is one distinct set of keys leaving and one distinct set, disjoint from it,
-        coming (the victims were READY, the new keys neither READY nor STORING), so
-        ``take_events`` reports it without a fold or a check. Equality, not identity,
-        decides, so it can never be stale: a log with the same keys means the same news
-        (the first value, an empty change, is such a log too)."""
+        """The log a scheduler step's usual calls leave: the last evicting store's victims
+        (``(False, victims)``, as logged), then what its completion logs (``(True,
+        keys)``: the plan's keys, as the frozenset above for an all-new call, else as a
+        tuple). A log equal to it is one distinct set of keys leaving and one distinct
+        set, disjoint from it, coming (a plan's new keys are distinct, and were neither
+        READY nor STORING; its victims were READY), so ``take_events`` reports it
+        without a fold or a check. Equality, not identity, decides, so it can never be
+        stale: a log with the same keys means the same news (the first value, an empty
+        change, is such a log too)."""
         self._net_events = net_events
 
     @property
@@ -479,7 +481,9 @@ class OffloadManager:
             if log is not None:
                 left = (False, victims)
                 log.append(left)
-                if new_set is not None:
+                if new_set is None:  # completions log the keys as a tuple
+                    self._step = [left, (True, new)]
+                else:
                     came = (True, new_set)
                     self._new_set = (new, came)
                     self._step = [left, came]
