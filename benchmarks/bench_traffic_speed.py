@@ -5,6 +5,8 @@ Run from the repository root::
 
     python benchmarks/bench_traffic_speed.py                 # the published figures
     python benchmarks/bench_traffic_speed.py --quick         # 3 rounds, fewer capacities
+    python benchmarks/bench_traffic_speed.py --drive ours --traces conversation --capacities 4096
+                                                             # one untimed drive (valgrind)
 
 The call stream is the one ``kvoffload traffic`` makes with zero transfer time (its
 default LRU run, ``docs/traffic.md``): per request of the trace, in arrival order,
@@ -225,6 +227,20 @@ def report(name: str, releases: dict[str, VllmRelease], requests: Sequence[Reque
     return failures
 
 
+def drive_once(name: str, trace: str, capacity: int, setup_only: bool) -> int:
+    """Drive one trace's stream once on one manager, untimed: for counting instructions,
+    e.g. ``valgrind --tool=cachegrind --cache-sim=no python
+    benchmarks/bench_traffic_speed.py --drive ours --traces conversation --capacities
+    4096`` minus the same with ``--setup-only``."""
+    stream, _ = stream_of(load(trace))
+    bare = name == "bare"
+    manager = BareLru(capacity) if bare else OffloadManager(capacity)
+    if not setup_only:
+        ops, hits = traffic_native(manager, stream, bare=bare)
+        print(f"{name} on {trace} at {capacity:,}: {ops} block operations, {hits} hits")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", default=",".join(TRACES),
@@ -241,7 +257,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="skip the simulator's hit count check")
     parser.add_argument("--quick", action="store_true",
                         help=f"3 rounds at {', '.join(map(str, QUICK_CAPACITIES))} blocks")
+    parser.add_argument("--drive", choices=["ours", "bare"],
+                        help="only drive one trace's stream once on this manager, untimed "
+                             "(for instruction counting under valgrind), at the one "
+                             "capacity --capacities names; prints operations and hits")
+    parser.add_argument("--setup-only", action="store_true",
+                        help="with --drive: everything but the drive (the baseline)")
     args = parser.parse_args(argv)
+    if args.drive:
+        return drive_once(args.drive, args.traces, int(args.capacities or CAPACITIES[0]),
+                          args.setup_only)
     if args.quick:
         args.rounds = 3
     print(f"# bench_traffic_speed: {' '.join(sys.argv)}")

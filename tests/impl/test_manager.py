@@ -384,6 +384,34 @@ def test_a_plans_own_keys_given_back_report_the_same_events_as_a_copy() -> None:
     own.check()
 
 
+@pytest.mark.parametrize("form", [tuple, list, "plan"])
+def test_one_evicting_store_drained_reports_its_keys_whatever_form_they_come_back_in(
+        form: object) -> None:
+    # take_events recognises the log of one evicting store and its completion by
+    # equality with the entries prepare_store made (one key or several, the plan's own
+    # tuple, a copy, a list); each must report what the general path would.
+    manager = OffloadManager(3)
+
+    def store(keys: tuple[str, ...]) -> None:
+        plan = manager.prepare_store(keys)
+        assert isinstance(plan, StorePlan)
+        manager.complete_store(plan.keys if form == "plan" else form(keys))  # type: ignore[operator]  # tuple or list
+
+    store(("a", "b", "c"))
+    assert manager.take_events() == Events(stored=frozenset("abc"))
+    store(("d",))  # evicts a
+    assert manager.take_events() == Events(stored=frozenset("d"), removed=frozenset("a"))
+    store(("e", "f"))  # evicts b, c
+    assert manager.take_events() == Events(stored=frozenset("ef"), removed=frozenset("bc"))
+    manager.prepare_load(["e"])
+    store(("e", "a"))  # e pinned and named: only a is new, evicting d
+    assert manager.take_events() == Events(stored=frozenset("a"), removed=frozenset("d"))
+    store(("d",))  # evicts f (e is still pinned)
+    manager.complete_load(["e"])
+    assert manager.take_events() == Events(stored=frozenset("d"), removed=frozenset("f"))
+    manager.check()
+
+
 def test_events_stay_right_and_bounded_when_nobody_drains_them() -> None:
     manager = OffloadManager(4)
     for n in range(1_000):

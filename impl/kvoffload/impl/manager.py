@@ -117,8 +117,8 @@ class OffloadManager:
     __slots__ = ("_capacity", "_epoch", "_evictable", "_eviction", "_free", "_fresh",
                  "_load_orphans", "_log", "_more_loads", "_net_events", "_new_set", "_next_ticket",
                  "_policy",
-                 "_readers", "_ready", "_removed", "_slot_jobs", "_store_orphans", "_stored",
-                 "_storing")
+                 "_readers", "_ready", "_removed", "_slot_jobs", "_step", "_store_orphans",
+                 "_stored", "_storing")
 
     def __init__(self, capacity: int, policy: str | Policy = "lru", *,
                  net_events: bool = True) -> None:
@@ -162,14 +162,24 @@ class OffloadManager:
         order: ``(True, keys)`` became READY, ``(False, keys)`` left it (keys: a tuple,
         or a frozenset of distinct keys). None with ``net_events=False``: nothing is
         recorded and ``take_events`` reports nothing."""
-        self._new_set: tuple[tuple[Key, ...], frozenset[Key], tuple[Key, ...]] = (
-            (), _NONE, ())
-        """The last accepted all-new ``prepare_store``'s keys (the plan's tuple itself),
-        the frozenset its check for repeats built, and its victims (the tuple it
-        logged): when that tuple comes back whole in ``complete_store``, the log takes
-        the set, and ``take_events`` reports it as it is instead of building it again;
-        a log of exactly those victims then that set needs no disjointness check (a
-        memo of one call, never stale: each is a fact about objects it holds)."""
+        self._new_set: tuple[tuple[Key, ...], tuple[bool, frozenset[Key]]] = (
+            (), (True, _NONE))
+        """The last accepted all-new ``prepare_store``'s keys (the plan's tuple itself)
+        and the log entry its completion makes, ``(True, the frozenset its check for
+        repeats built)``: when that tuple comes back whole in ``complete_store``, the log
+        takes that entry, and ``take_events`` reports the set as it is instead of
+        building it again (a memo of one call, never stale: a fact about objects it
+        holds)."""
+        self._step: list[tuple[bool, Collection[Key]]] = [(False, ()), (True, _NONE)]
+        """The log a scheduler step's usual calls leave: the last evicting store's victims
+        (``(False, victims)``, as logged), then what its completion logs (``(True,
+        keys)``: the plan's keys, as the frozenset above for an all-new call, else as a
+        tuple). A log equal to it is one distinct set of keys leaving and one distinct
+        set, disjoint from it, coming (a plan's new keys are distinct, and were neither
+        READY nor STORING; its victims were READY), so ``take_events`` reports it
+        without a fold or a check. Equality, not identity, decides, so it can never be
+        stale: a log with the same keys means the same news (the first value, an empty
+        change, is such a log too)."""
         self._net_events = net_events
 
     @property
@@ -469,9 +479,17 @@ class OffloadManager:
                 victims = tuple(victims)
             free_list.extend(map(ready.pop, victims))
             if log is not None:
-                log.append((False, victims))
+                left = (False, victims)
+                log.append(left)
+                if new_set is None:  # completions log the keys as a tuple
+                    self._step = [left, (True, new)]
+                else:
+                    came = (True, new_set)
+                    self._new_set = (new, came)
+                    self._step = [left, came]
+                    new_set = None
         if new_set is not None:
-            self._new_set = (new, new_set, tuple(victims))  # the same tuple, as logged
+            self._new_set = (new, (True, new_set))
         self._next_ticket = ticket + 1
         # Slots as vLLM hands them out: never-used ones in order, then the free list, LIFO.
         slots: tuple[int, ...]
@@ -539,9 +557,9 @@ class OffloadManager:
                         ready[key] = slot  # type: ignore[assignment]  # None ruled out above
                         evictable[key] = None
                     log = self._log
-                    if log is not None:  # the plan's own tuple: its set is built already
-                        plan, as_set, _ = self._new_set
-                        log.append((True, as_set if done is plan else done))
+                    if log is not None:  # the plan's own tuple: its entry is built already
+                        plan, entry = self._new_set
+                        log.append(entry if done is plan else (True, done))
                     return completion(done, (), ())
                 for key, slot in zip(keys, slots):  # noqa: B905  # same length; put back, sorted out below
                     if slot is not None:
@@ -639,6 +657,10 @@ class OffloadManager:
         """The net change of the READY set since the last call (stored / removed keys);
         always empty with ``net_events=False``."""
         log, stored, removed = self._log, self._stored, self._removed
+        if log == self._step and not stored and not removed:  # a scheduler step's usual log
+            (_, victims), (_, keys) = log
+            log.clear()
+            return events(frozenset(keys), frozenset(victims))
         if not stored and not removed:  # nothing folded: the log holds all the news
             if not log:  # nothing since the last call, or no net-change view
                 return _NO_EVENTS
@@ -649,12 +671,8 @@ class OffloadManager:
                 return events(news, _NONE) if became_ready else events(_NONE, news)
             # A key that changed once changed for good; one that changed twice or more
             # (left and came back, or the reverse) needs the fold below.
-            if len(log) == 2 and log[0][0] is not log[1][0]:  # a scheduler step's usual log:
-                (first_ready, first), (_, second) = log     # evictions and completed stores
-                _, plan_set, evicted = self._new_set
-                if second is plan_set and first is evicted:  # one store: disjoint, distinct
-                    log.clear()
-                    return events(plan_set, frozenset(evicted))
+            if len(log) == 2 and log[0][0] is not log[1][0]:  # evictions and stores
+                (first_ready, first), (_, second) = log
                 one, other = frozenset(first), frozenset(second)
                 if (len(one) == len(first) and len(other) == len(second)
                         and one.isdisjoint(other)):
