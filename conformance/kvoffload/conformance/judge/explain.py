@@ -138,12 +138,10 @@ def show_batch(items: Sequence[tuple[bool, tuple[Key, ...]]]) -> str:
     return "; ".join(parts) or "none"
 
 
-def error_text(error: BaseException) -> str:
-    """An error as reports show it: its class, its misuse code when its class has one
-    (a ``code`` string, as the spec's errors have) that its message does not already
-    give (the spec's errors start with theirs), its message. A message that fails to
-    print is shown as tracebacks show it. (``SystemExit("bye").code`` is an exit
-    status, not a misuse code: only the class's counts.)"""
+def error_parts(error: BaseException) -> tuple[object, str]:
+    """An error's class-level ``code`` (None if its class has none, or reading it raises)
+    and its message, read so that a target's exception that fails to describe itself
+    is still described (the judge's :func:`error_text`, the host's ``raised`` answer)."""
     try:
         code = getattr(type(error), "code", None)
     except Exception:  # a metaclass of the target's that raises
@@ -152,6 +150,16 @@ def error_text(error: BaseException) -> str:
         message = str(error)
     except Exception:
         message = "<exception str() failed>"
+    return code, message
+
+
+def error_text(error: BaseException) -> str:
+    """An error as reports show it: its class, its misuse code when its class has one
+    (a ``code`` string, as the spec's errors have) that its message does not already
+    give (the spec's errors start with theirs), its message. A message that fails to
+    print is shown as tracebacks show it. (``SystemExit("bye").code`` is an exit
+    status, not a misuse code: only the class's counts.)"""
+    code, message = error_parts(error)
     if isinstance(code, str) and not message.startswith(f"[{code}]"):
         return f"{type(error).__name__} [{code}]: {message}"
     return f"{type(error).__name__}: {message}"

@@ -226,16 +226,11 @@ def _line(answer: dict[str, Any]) -> bytes:
 
 def _raised(adapter: Adapter, error: BaseException) -> dict[str, Any]:
     """A ``raised`` answer; a target's exception that fails to describe itself is
-    still described (as the judge's :func:`~kvoffload.conformance.judge.explain.error_text`
-    would)."""
-    try:
-        code = getattr(type(error), "code", None)
-    except Exception:  # a metaclass of the target's that raises
-        code = None
-    try:
-        message = str(error)
-    except Exception:
-        message = "<exception str() failed>"
+    still described (:func:`~kvoffload.conformance.judge.explain.error_parts`, as the
+    judge's own reports read one)."""
+    from ..judge.explain import error_parts
+
+    code, message = error_parts(error)
     try:
         rejection = bool(adapter.is_rejection(error))
     except Exception:
