@@ -200,7 +200,7 @@ class Host:
             _InCall.now = False
             if os.getpid() != _HOST_PID:  # a child the target forked, back from the call:
                 os._exit(0)  # only the host answers on the channel
-        if _recorder() is not None:  # recording: the answer carries the engine's calls
+        if recorder is not None:  # recording: the answer carries the engine's calls
             return _line(value_message(call.op, value))
         return value_line(call.op, value)
 
