@@ -79,6 +79,15 @@ CHECKS: tuple[Check, ...] = (
     Check("spec-arc+background-eviction", f"spec, ARC, ticket completions, the opt-in "
           f"background eviction (D14), no assumption: {_SAFETY_NOTE}, liveness",
           Setup(SPEC, Form.TICKET, Policy.ARC, eviction=Eviction.BACKGROUND), "holds"),
+    Check("spec-lru+node-failure", f"spec, LRU, ticket completions, the node's failure "
+          f"(D15: in any state the environment may fail the node that holds the tier, "
+          f"every block lost and the copies running on them ended), no assumption: "
+          f"{_SAFETY_NOTE}, liveness",
+          Setup(SPEC, Form.TICKET, Policy.LRU, node_failure=True), "holds",
+          ("tiny", "small")),
+    Check("spec-arc+node-failure", f"spec, ARC, ticket completions, the node's failure "
+          f"(D15), no assumption: {_SAFETY_NOTE}, liveness",
+          Setup(SPEC, Form.TICKET, Policy.ARC, node_failure=True), "holds"),
     Check("spec-vllm-form", "spec, vLLM completions (no job identity), no assumption: "
           "a completion that is not its running job's (a duplicate, a late or pre-reset "
           "report) lands on the key's running job",
@@ -129,6 +138,7 @@ CHECKS_BY_NAME: dict[str, Check] = {c.name: c for c in CHECKS}
 LAWS_ROWS: tuple[tuple[str, str], ...] = (
     ("spec-lru", "tiny"), ("spec-lru", "small"), ("spec-arc", "tiny"),
     ("spec-lru+background-eviction", "tiny"), ("spec-arc+background-eviction", "tiny"),
+    ("spec-lru+node-failure", "tiny"), ("spec-arc+node-failure", "tiny"),
     ("spec-vllm-form+no-stale-completions", "tiny"),
     *((f"mutant:{m.name}", "tiny") for m in MUTANTS),
 )
@@ -137,15 +147,15 @@ preset: the spec's rows show that the transitions satisfy every law on every rea
 call (the two statements agree), the mutant rows that the laws alone catch each mutant."""
 
 SLOW_LAWS_ROWS = frozenset({"spec-arc", "spec-vllm-form+no-stale-completions",
-                            "spec-arc+background-eviction"})
+                            "spec-arc+background-eviction", "spec-arc+node-failure"})
 """The TINY laws-alone rows that take more than a few seconds: the slow test tier reruns
 them (each explores thousands of states with the 33 laws on every call)."""
 
 
-SLOW_TINY_ROWS = frozenset({"spec-arc+background-eviction"})
+SLOW_TINY_ROWS = frozenset({"spec-arc+background-eviction", "spec-arc+node-failure"})
 """TINY checks whose rows (with the comparison and with the laws alone) take half a
-minute or more: the slow tier reruns them. ``spec-lru+background-eviction`` (under a
-second) stays in the default tier."""
+minute or more: the slow tier reruns them. ``spec-lru+background-eviction`` and
+``spec-lru+node-failure`` (about a second) stay in the default tier."""
 
 
 def laws_only(check: Check) -> Check:

@@ -105,12 +105,17 @@ def run_check(check: Check, bounds: Bounds, quiet: bool = False, alone: bool = F
 
 
 def run_rumur(bounds: Bounds, mutation: str | None = None, symmetry: str = "exhaustive",
-              threads: int = 1, background: bool = False) -> Outcome:
+              threads: int = 1, background: bool = False, node_failure: bool = False
+              ) -> Outcome:
     """The Murphi model under rumur; compared with the Python check of the same model
-    (``background``: with the opt-in background eviction, as ``spec-lru+background-eviction``)."""
+    (``background``: with the opt-in background eviction, as ``spec-lru+background-eviction``;
+    ``node_failure``: with the node's failure, as ``spec-lru+node-failure``)."""
+    if background and node_failure:
+        raise ValueError("the Murphi rows have background eviction or node failure, not both")
     result = rumur.check(bounds, symmetry=symmetry, threads=threads, mutation=mutation,
-                         background=background)
-    plain = "spec-lru+background-eviction" if background else "spec-lru"
+                         background=background, node_failure=node_failure)
+    plain = ("spec-lru+background-eviction" if background
+             else "spec-lru+node-failure" if node_failure else "spec-lru")
     ours = CHECKS_BY_NAME[RUMUR_MUTATIONS[mutation] if mutation else plain]
     rules = rumur.trace_rules(result.output)
     name = result.error.split('"')[1] if '"' in result.error else result.error
@@ -118,7 +123,8 @@ def run_rumur(bounds: Bounds, mutation: str | None = None, symmetry: str = "exha
     text = "holds" if result.verdict == "holds" else (
         f"violated: {name} ({n} rule{'' if n == 1 else 's'})")
     print(f"rumur [{bounds.name.upper()}{', ' + mutation if mutation else ''}"
-          f"{', background eviction' if background else ''}]: "
+          f"{', background eviction' if background else ''}"
+          f"{', node failure' if node_failure else ''}]: "
           f"{result.verdict} - {result.states} states, {result.rules_fired} rules fired, "
           f"{result.seconds:.1f} s (generate {result.generate_seconds:.1f} s, compile "
           f"{result.compile_seconds:.1f} s, run {result.run_seconds:.1f} s)", flush=True)
@@ -129,10 +135,14 @@ def run_rumur(bounds: Bounds, mutation: str | None = None, symmetry: str = "exha
     if background:
         about = ("the spec-lru model written in Murphi with the opt-in background eviction "
                  "(as spec-lru+background-eviction): the spec's invariants, liveness")
+    if node_failure:
+        about = ("the spec-lru model written in Murphi with the node's failure (as "
+                 "spec-lru+node-failure): the spec's invariants, liveness")
     if mutation:
         about = f"the Murphi model with mutant {mutation} (as {ours.name})"
     command = f"python proofs/check.py --rumur --preset {bounds.name}"
     command += " --background-eviction" if background else ""
+    command += " --node-failure" if node_failure else ""
     command += f" --mutation {mutation}" if mutation else ""
     row = table.Row(about, f"rumur {rumur.version().split()[-1]} (symmetry {symmetry}, "
                     f"{threads} thread)", bounds.name.upper(), "exhaustive", text,
@@ -230,6 +240,7 @@ def every_command() -> list[str]:
     commands += [check_command(c, preset, alone=True) for c, preset in _laws_rows()]
     commands += [f"python proofs/check.py --rumur --preset {p}" for p in PRESETS]
     commands.append("python proofs/check.py --rumur --preset tiny --background-eviction")
+    commands.append("python proofs/check.py --rumur --preset tiny --node-failure")
     commands.append("python proofs/check.py --rumur --preset tiny --mutation TouchQueuesStoring")
     commands += [f"python proofs/check.py --refinement {n} --preset tiny" for n in REFINEMENTS]
     commands.append("python proofs/check.py --crosshair")
@@ -269,6 +280,7 @@ def every_row(quiet: bool, long_rows: bool = True) -> list[Outcome]:
     for preset in PRESETS.values():
         outcomes.append(run_rumur(preset))
     outcomes.append(run_rumur(PRESETS["tiny"], background=True))
+    outcomes.append(run_rumur(PRESETS["tiny"], node_failure=True))
     outcomes.append(run_rumur(PRESETS["tiny"], "TouchQueuesStoring"))
     outcomes += [run_refinement(name, PRESETS["tiny"]) for name in REFINEMENTS
                  if long_rows or name == "lru-ticket"]
@@ -294,6 +306,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--background-eviction", action="store_true",
                         help="with --rumur: the Murphi model with the opt-in background "
                              "eviction (docs/spec.md D14)")
+    parser.add_argument("--node-failure", action="store_true",
+                        help="with --rumur: the Murphi model with the node's failure "
+                             "(docs/spec.md D15)")
     parser.add_argument("--symmetry", default="exhaustive",
                         choices=("exhaustive", "heuristic", "off"))
     parser.add_argument("--threads", type=int, default=1)
@@ -331,8 +346,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.checks:
         outcomes = every_row(args.quiet, long_rows=False)
     elif args.rumur:
+        if args.background_eviction and args.node_failure:
+            parser.error("--background-eviction and --node-failure: one at a time")
         outcomes.append(run_rumur(bounds, args.mutation, args.symmetry, args.threads,
-                                  args.background_eviction))
+                                  args.background_eviction, args.node_failure))
     elif args.refinement:
         names = list(REFINEMENTS) if args.refinement == "all" else [args.refinement]
         outcomes += [run_refinement(name, bounds) for name in names]

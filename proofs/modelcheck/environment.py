@@ -3,7 +3,9 @@
 In any node the environment may look keys up, touch, prepare stores and loads, complete
 any outstanding job (success or failure for stores; a lone key may be named twice),
 take events, reset (within the bound), under the opt-in background-eviction setting let
-the tier evict a key on its own (D14), and make mistakes: calls that break a
+the tier evict a key on its own (D14), where node failure is on fail the node that holds
+the tier (D15; the copies running on its blocks end with it, :mod:`.step`), and make
+mistakes: calls that break a
 precondition, and completions of a job that is not running (a duplicate or late report
 of a finished job, one never issued) for every key, busy or not. Completions come in two
 forms (:class:`~.node.Form`): the ticket form (``ticket=`` the job's ticket) and vLLM's
@@ -41,10 +43,12 @@ class Environment:
 
     def __init__(self, model: Model, bounds: Bounds, form: Form,
                  rules: frozenset[str] = step.DEFAULT_RULES,
-                 eviction: Eviction = Eviction.ON_STORE) -> None:
+                 eviction: Eviction = Eviction.ON_STORE, node_failure: bool = False) -> None:
         self.model = model
         self.eviction = eviction
         """``BACKGROUND``: the tier may also evict on its own, between calls (D14)."""
+        self.node_failure = node_failure
+        """True: the node that holds the tier may fail in any node (``fail_node``, D15)."""
         self.bounds = bounds
         self.form = form
         self.rules = rules
@@ -62,6 +66,7 @@ class Environment:
         self._take_events = Action(Call(Op.TAKE_EVENTS))
         self._evictions = tuple(Action(Call(Op.EVICT_IN_BACKGROUND, (key,)))
                                 for key in bounds.keys)
+        self._fail_node = Action(Call(Op.FAIL_NODE))
 
     def actions(self, node: Node, classes: Sequence[int] | None) -> Iterator[Action]:
         """Every call the environment may make in ``node``, up to symmetry.
@@ -118,6 +123,9 @@ class Environment:
             # one key at a time (several at once are several one-key evictions), every
             # key: those not evictable must raise NotEvictable and change nothing
             yield from self._evictions
+        if self.node_failure:
+            # in any node, any number of times: every block goes, whatever its phase
+            yield self._fail_node
 
     def _slot_choices(self, s: CacheState, call: Call, dangling: frozenset[int]
                       ) -> Iterator[Action]:

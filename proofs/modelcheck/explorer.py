@@ -43,6 +43,10 @@ class Setup:
     eviction: Eviction = Eviction.ON_STORE
     """``BACKGROUND``: in every node the environment may also evict any key in the
     background (the spec's ``evict_in_background``, D14), the opt-in setting."""
+    node_failure: bool = False
+    """True: in every node the environment may also fail the node that holds the tier
+    (the spec's ``fail_node``, D15: every block lost, the copies running on them ended
+    with it), the fault a test injects."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +170,8 @@ def explore(setup: Setup, bounds: Bounds, *, symmetry: bool = True,
     """
     start = time.perf_counter()
     selected = _selected(setup)
-    env = Environment(setup.model, bounds, setup.form, selected, setup.eviction)
+    env = Environment(setup.model, bounds, setup.form, selected, setup.eviction,
+                      setup.node_failure)
     keys = bounds.keys
     root = initial_node(bounds, setup.policy)
     cache: dict[Node, tuple[Hashable, object]] = {}
@@ -270,7 +275,8 @@ def replay(setup: Setup, bounds: Bounds, trace: Iterable[Action]
     if a call of the trace is not one the environment may make in the node it is made in.
     """
     selected = _selected(setup)
-    env = Environment(setup.model, bounds, setup.form, selected, setup.eviction)
+    env = Environment(setup.model, bounds, setup.form, selected, setup.eviction,
+                      setup.node_failure)
     node = initial_node(bounds, setup.policy)
     nodes = [node]
     for action in trace:
@@ -297,7 +303,8 @@ def format_trace(trace: Sequence[Action]) -> str:
 
 def completions_reach_quiescence(setup: Setup, bounds: Bounds, node: Node) -> bool:
     """Can delivering completions alone lead from ``node`` to quiescence? (no reduction)"""
-    env = Environment(setup.model, bounds, setup.form, frozenset(), setup.eviction)
+    env = Environment(setup.model, bounds, setup.form, frozenset(), setup.eviction,
+                      setup.node_failure)
     seen = {node}
     work = [node]
     while work:

@@ -57,10 +57,12 @@ def version() -> str:
     return (out.stdout or out.stderr).strip()
 
 
-def source(bounds: Bounds, mutation: str | None = None, background: bool = False) -> str:
+def source(bounds: Bounds, mutation: str | None = None, background: bool = False,
+           node_failure: bool = False) -> str:
     """The Murphi model with ``bounds`` written into its constants.
 
-    ``background`` switches on the opt-in background eviction (``BACKGROUND``, D14).
+    ``background`` switches on the opt-in background eviction (``BACKGROUND``, D14),
+    ``node_failure`` the node's failure (``NODE_FAILURE``, D15).
 
     ``mutation`` names a rule to break, for the runner's own test: ``TouchQueuesStoring``
     lets ``touch`` queue a STORING key, as the Python mutant of that name does.
@@ -74,10 +76,11 @@ def source(bounds: Bounds, mutation: str | None = None, background: bool = False
                           flags=re.MULTILINE)
         if n != 1:
             raise ValueError(f"constant {name} not found in {MODEL}")
-    text, n = re.subn(r"^(  BACKGROUND: )\w+;", rf"\g<1>{str(background).lower()};", text,
-                      count=1, flags=re.MULTILINE)
-    if n != 1:
-        raise ValueError(f"constant BACKGROUND not found in {MODEL}")
+    for name, on in (("BACKGROUND", background), ("NODE_FAILURE", node_failure)):
+        text, n = re.subn(rf"^(  {name}: )\w+;", rf"\g<1>{str(on).lower()};", text,
+                          count=1, flags=re.MULTILINE)
+        if n != 1:
+            raise ValueError(f"constant {name} not found in {MODEL}")
     if mutation == "TouchQueuesStoring":
         text, n = re.subn(r"if blocks\[k\]\.pos != 0 then queue_append\(k\); endif;",
                           "if blocks[k].phase != ABSENT then queue_append(k); endif;", text)
@@ -90,7 +93,8 @@ def source(bounds: Bounds, mutation: str | None = None, background: bool = False
 
 def check(bounds: Bounds, *, symmetry: str = "exhaustive", threads: int = 1,
           mutation: str | None = None, workdir: Path | None = None,
-          background: bool = False, cflags: Sequence[str] = CFLAGS) -> RumurResult:
+          background: bool = False, node_failure: bool = False,
+          cflags: Sequence[str] = CFLAGS) -> RumurResult:
     """Generate, compile (with ``cflags``) and run the verifier for ``bounds``; parse
     its verdict. The verdict and the state count do not depend on ``cflags``; the time
     to them does (TINY's verifier: about 2.7 s of CPU to compile at -O3, 0.7 s at -O0,
@@ -101,7 +105,7 @@ def check(bounds: Bounds, *, symmetry: str = "exhaustive", threads: int = 1,
     with tempfile.TemporaryDirectory(prefix="kvoffload-rumur-") as tmp:
         where = workdir or Path(tmp)
         model, c_file, binary = where / "model.m", where / "model.c", where / "model"
-        model.write_text(source(bounds, mutation, background))
+        model.write_text(source(bounds, mutation, background, node_failure))
         t0 = time.perf_counter()
         subprocess.run([exe, f"--symmetry-reduction={symmetry}", "--deadlock-detection=off",
                         f"--threads={threads}", "--counterexample-trace=full",

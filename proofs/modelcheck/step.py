@@ -69,6 +69,8 @@ def step(model: Model, form: Form, node: Node, action: Action,
             broken = _check_attributed(form, node, action, out)
         if form is Form.VLLM:
             done = _remembered(done, action.jobs)
+    elif call.op is Op.FAIL_NODE and form is Form.VLLM:
+        done = _remembered(done, _ended_by_failure(node))  # they may still report, late
     next_node = node if new is s and jobs is node.jobs and done is node.done else Node(
         new, jobs, done)
     return Outcome(next_node, out, broken)
@@ -168,7 +170,17 @@ def _jobs_after(node: Node, action: Action, out: Output) -> tuple[Job, ...]:
     if call.op is Op.PREPARE_LOAD and isinstance(out, LoadPlan):
         loads = [(LOAD, str(k), out.ticket, s.table[k].slot) for k in unique(call.keys)]
         return _with_jobs(node.jobs, loads, ())
+    if call.op is Op.FAIL_NODE:
+        return _with_jobs(node.jobs, (), _ended_by_failure(node))
     return _with_jobs(node.jobs, (), action.jobs)
+
+
+def _ended_by_failure(node: Node) -> tuple[Job, ...]:
+    """The jobs a node's failure ends (D15): every copy running on a live block (a
+    STORING block's store, a READY block's loads), whose memory went with the node.
+    The copies a reset left running go on: their completions still come."""
+    s = node.state
+    return tuple(j for j in node.jobs if _runs_live(s, j[0], j[1], j[2]))
 
 
 def _with_jobs(jobs: tuple[Job, ...], started: Sequence[Job], finished: Sequence[Job]

@@ -27,9 +27,16 @@
 -- the spec's evict_in_background does: the block goes, its slot is free, it leaves
 -- the LRU queue, and the subscriber learns of it at the next take_events.
 --
+-- Where the node's failure is on (docs/spec.md D15; NODE_FAILURE below) the node
+-- that holds the tier may fail in any state, any number of times, as the spec's
+-- fail_node does: every block goes, STORING or READY, read or not, and the copies
+-- running on them end with it (their slots free at once, no orphan kept); the
+-- copies a reset left running keep theirs, the epoch stays, the LRU queue empties,
+-- and the subscriber learns of the loss at the next take_events.
+--
 -- The bounds below are TINY's (proofs/modelcheck/bounds.py); the runner
 -- (proofs/modelcheck/rumur.py) rewrites this block for other presets, and sets
--- BACKGROUND for `--background-eviction`.
+-- BACKGROUND for `--background-eviction` and NODE_FAILURE for `--node-failure`.
 
 const
   CAPACITY: 2;
@@ -37,6 +44,7 @@ const
   RESETS: 1;
   READERS: 1;
   BACKGROUND: false;
+  NODE_FAILURE: false;
 
 type
   key_t: scalarset(NKEYS);
@@ -363,6 +371,14 @@ begin
     if blocks[k].phase != ABSENT then drop_block(k); endif;
   endfor;
   epoch := epoch + 1;
+end;
+
+rule "fail_node()"
+  NODE_FAILURE ==>
+begin
+  for k: key_t do
+    if blocks[k].phase != ABSENT then drop_block(k); endif;
+  endfor;
 end;
 
 rule "take_events()"
