@@ -66,14 +66,16 @@ change; -O0 compiles TINY's verifier in about a quarter of -O3's CPU time."""
 
 @cache
 def _rumur_once(bounds: Bounds, symmetry: str, threads: int, mutation: str | None,
-                background: bool = False) -> rumur.RumurResult:
+                background: bool = False, node_failure: bool = False) -> rumur.RumurResult:
     return _RUMUR_CHECK(bounds, symmetry=symmetry, threads=threads, mutation=mutation,
-                        background=background, cflags=QUICK_CFLAGS)
+                        background=background, node_failure=node_failure,
+                        cflags=QUICK_CFLAGS)
 
 
 def _rumur_check(bounds: Bounds, *, symmetry: str = "exhaustive", threads: int = 1,
-                 mutation: str | None = None, background: bool = False) -> rumur.RumurResult:
-    return _rumur_once(bounds, symmetry, threads, mutation, background)
+                 mutation: str | None = None, background: bool = False,
+                 node_failure: bool = False) -> rumur.RumurResult:
+    return _rumur_once(bounds, symmetry, threads, mutation, background, node_failure)
 
 
 @pytest.fixture

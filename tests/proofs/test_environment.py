@@ -4,24 +4,28 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from proofs.modelcheck.bounds import TINY
 from proofs.modelcheck.checks import Check, laws_only
 from proofs.modelcheck.environment import Environment
 from proofs.modelcheck.explorer import Setup, explore
-from proofs.modelcheck.model import SPEC
+from proofs.modelcheck.model import SPEC, Model, Transition
 from proofs.modelcheck.mutants import MUTANTS_BY_NAME
 from proofs.modelcheck.node import Action, Form, Node
 
 from kvoffload.spec import (
     CacheState,
     Call,
+    Completion,
     Eviction,
     NotReadable,
     Op,
     Output,
+    Phase,
     Policy,
     UnmatchedCompleteLoad,
     apply,
+    broken_invariants,
     initial_state,
 )
 
@@ -216,3 +220,136 @@ def test_a_wrong_background_eviction_is_caught_by_the_comparison_and_the_laws() 
     assert alone.violation.prop == "background_eviction_needs_evictable_blocks"
     assert [str(a) for a in alone.violation.trace][-1] == "evict_in_background(['a'])"
     assert len(alone.violation.trace) == 4  # store, its completion, a load, the eviction
+
+
+# --- a node's failure (D15) --------------------------------------------------------
+
+
+def _failing(env: Environment, node: Node) -> Node:
+    """``node`` after the environment's ``fail_node()`` (no rule broken)."""
+    return _run_from(env, node, "fail_node()")
+
+
+def test_node_failure_is_made_only_where_it_is_on() -> None:
+    node = Node(initial_state(TINY.capacity, Policy.LRU))
+    plain = {a.call.op for a in _env().actions(node, None)}
+    failing = Environment(SPEC, TINY, Form.TICKET, node_failure=True)
+    made = [a for a in failing.actions(node, None) if a.call.op is Op.FAIL_NODE]
+    assert Op.FAIL_NODE not in plain
+    assert [a.call for a in made] == [Call(Op.FAIL_NODE)]
+    assert made[0].jobs == ()  # it delivers no completion: not a liveness edge
+
+
+def test_a_node_failure_ends_the_copies_on_its_blocks_only() -> None:
+    """The store running on a STORING block and the load on a READY one end with the
+    node (their slots are free at once); a store a reset left running goes on, and its
+    completion still releases its slot. A late completion of an ended job is offered
+    and ignored."""
+    env = Environment(SPEC, TINY, Form.TICKET, node_failure=True)
+    node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",))), Action(Call(Op.RESET_CACHE))])
+    node = _run_from(env, node, "prepare_store(['b'])")
+    assert node.jobs == (("store", "a", 0, 0), ("store", "b", 1, 1))
+    node = _failing(env, node)
+    assert node.jobs == (("store", "a", 0, 0),)
+    assert node.state.blocks == frozenset()
+    assert node.state.free_slots() == (1,)
+    late = _find(env, node, "complete_store(['b'], ticket=1)")
+    outcome = env.step(node, late)
+    assert outcome.violation is None
+    assert isinstance(outcome.output, Completion) and outcome.output.ignored == ("b",)
+    node = _run_from(env, node, "complete_store(['a'], ticket=0)")
+    assert node.jobs == () and node.state.free_slots() == (0, 1)
+
+    node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
+    node = _run_from(env, node, "complete_store(['a'], ticket=0)")
+    node = _run_from(env, node, "prepare_load(['a'])")
+    assert node.jobs == (("load", "a", 1, 0),)
+    node = _failing(env, node)
+    assert node.jobs == () and node.state.free_slots() == (0, 1)
+    assert _run_from(env, node, "take_events()").state.announced == frozenset()
+
+
+def test_in_the_vllm_form_an_ended_job_may_still_report() -> None:
+    env = Environment(SPEC, TINY, Form.VLLM, node_failure=True)
+    node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
+    node = _failing(env, node)
+    assert node.jobs == ()
+    assert node.done == (("store", "a", 0),)
+    late = _find(env, node, "complete_store(['a'])  # job 0")
+    assert late.jobs == ()
+
+
+def _keeps_ready(state: CacheState, call: Call, slots: object) -> tuple[CacheState, Output]:
+    """A failure that spares the READY blocks no one reads (as if they had a replica
+    the spec does not model): the spec's transition, then those blocks and their
+    places in the eviction order put back."""
+    new, out = apply(state, call)
+    kept = frozenset(b for b in state.blocks if b.key in state.evictable())
+    return replace(new, blocks=kept, recency=state.recency), out
+
+
+def _keeps_readers(state: CacheState, call: Call, slots: object
+                   ) -> tuple[CacheState, Output]:
+    """A failure that spares the blocks being read (a reader's lease taken to outlive
+    the node): the spec's transition, then the READY blocks with readers put back."""
+    new, out = apply(state, call)
+    return replace(new, blocks=frozenset(b for b in state.blocks if b.loads)), out
+
+
+def _keeps_stores(state: CacheState, call: Call, slots: object
+                  ) -> tuple[CacheState, Output]:
+    """A failure that spares the STORING blocks, so a store's completion can still
+    make one READY though the memory it wrote went with the node: the spec's
+    transition, then those blocks put back."""
+    new, out = apply(state, call)
+    storing = frozenset(b for b in state.blocks if b.phase is Phase.STORING)
+    return replace(new, blocks=storing), out
+
+
+NODE_FAILURE_MUTANTS: dict[str, tuple[Transition, list[Call], int]] = {
+    # name: (fail_node, the calls that make a state where it differs, shortest trace)
+    "FailureKeepsReadyBlock": (_keeps_ready, [
+        Call(Op.PREPARE_STORE, ("a",)), Call(Op.COMPLETE_STORE, ("a",), ticket=0)], 3),
+    "FailureKeepsReader": (_keeps_readers, [
+        Call(Op.PREPARE_STORE, ("a",)), Call(Op.COMPLETE_STORE, ("a",), ticket=0),
+        Call(Op.PREPARE_LOAD, ("a",))], 4),
+    "FailureKeepsStore": (_keeps_stores, [Call(Op.PREPARE_STORE, ("a",))], 2),
+}
+
+
+def _failure_mutant(name: str) -> Model:
+    return replace(SPEC, name=name, replaced={Op.FAIL_NODE: NODE_FAILURE_MUTANTS[name][0]})
+
+
+@pytest.mark.parametrize("name", sorted(NODE_FAILURE_MUTANTS))
+def test_each_node_failure_mutant_can_fail(name: str) -> None:
+    """Each seeded fail_node differs from the spec's on a reachable state, keeping the
+    block it says it keeps, and leaves a state that meets every invariant: what
+    refutes it is the rule of D15, not a broken state."""
+    transition, calls, _ = NODE_FAILURE_MUTANTS[name]
+    state = initial_state(TINY.capacity, Policy.LRU)
+    for call in calls:
+        state, _ = apply(state, call)
+    ours, _ = transition(state, Call(Op.FAIL_NODE), None)
+    spec, _ = apply(state, Call(Op.FAIL_NODE))
+    assert spec.blocks == frozenset()
+    assert ours.blocks == state.blocks != frozenset()
+    assert broken_invariants(ours) == ()
+
+
+@pytest.mark.parametrize("name", sorted(NODE_FAILURE_MUTANTS))
+def test_each_node_failure_mutant_is_refuted(name: str) -> None:
+    """With the node's failure on, the checker refutes each seeded fail_node at TINY,
+    by the comparison with the spec and by the laws alone (the comparison off), each
+    with a shortest trace ending in the failure."""
+    setup = Setup(_failure_mutant(name), Form.TICKET, Policy.LRU, node_failure=True)
+    compared = explore(setup, TINY)
+    alone = explore(laws_only(Check("x", "x", setup, "violated")).setup, TINY)
+    length = NODE_FAILURE_MUTANTS[name][2]
+    for result, prop in ((compared, "follows_the_spec"),
+                         (alone, "node_failure_loses_every_block")):
+        assert result.violation is not None, (name, prop)
+        assert result.violation.prop == prop
+        assert [str(a) for a in result.violation.trace][-1] == "fail_node()"
+        assert len(result.violation.trace) == length
+    assert explore(replace(setup, node_failure=False), TINY).verdict == "holds"

@@ -109,7 +109,10 @@ def _rumur_params(row: table.Row) -> list[object]:
                                 reason="rumur is not installed (apt-get install -y rumur)")]
     if preset != "tiny":
         marks.append(pytest.mark.slow)
-    return [pytest.param(row, preset, mutation, marks=marks, id=f"{preset}-{mutation}")]
+    setting = "".join(f"-{flag}" for flag in ("background-eviction", "node-failure")
+                      if f"--{flag}" in row.command)
+    return [pytest.param(row, preset, mutation, marks=marks,
+                         id=f"{preset}-{mutation}{setting}")]
 
 
 @pytest.mark.parametrize(("row", "preset", "mutation"),
@@ -117,7 +120,8 @@ def _rumur_params(row: table.Row) -> list[object]:
 @pytest.mark.usefixtures("rumur_check")  # shares test_rumur.py's runs
 def test_rumur_row_reproduces(row: table.Row, preset: str, mutation: str | None) -> None:
     again = cli.run_rumur(PRESETS[preset], mutation,
-                          background="--background-eviction" in row.command).row
+                          background="--background-eviction" in row.command,
+                          node_failure="--node-failure" in row.command).row
     assert (again.result, again.states) == (row.result, row.states)
 
 

@@ -108,6 +108,23 @@ def test_rumur_agrees_under_the_background_eviction(
 
 
 @needs_rumur
+def test_rumur_agrees_under_the_node_failure(
+    rumur_check: Callable[..., rumur.RumurResult], run_check: RunCheck
+) -> None:
+    """With the node's failure (D15) in both models, rumur reaches as many classes of
+    states as the Python checker (``spec-lru+node-failure``), and fires the failure in
+    every one of them (each state has one ``fail_node()`` more than without it)."""
+    ours = run_check("spec-lru+node-failure")
+    theirs = rumur_check(TINY, node_failure=True)
+    plain = rumur_check(TINY)
+    assert theirs.verdict == ours.verdict == "holds"
+    assert theirs.states == ours.states
+    assert theirs.rules_fired == plain.rules_fired + theirs.states
+    assert "NODE_FAILURE: true;" in rumur.source(TINY, node_failure=True)
+    assert "NODE_FAILURE: false;" in rumur.source(TINY)
+
+
+@needs_rumur
 def test_rumur_finds_the_same_mutant_with_a_trace_as_short(
     rumur_check: Callable[..., rumur.RumurResult]
 ) -> None:
