@@ -30,3 +30,10 @@ def test_unknown_check_is_a_usage_error() -> None:
 def test_write_readme_needs_all() -> None:
     with pytest.raises(SystemExit):
         main(["--write-readme"])
+
+
+def test_the_murphi_model_takes_one_environment_setting_at_a_time() -> None:
+    """No row checks background eviction and the node's failure together, so the
+    command line refuses to make one (it would be compared with no Python check)."""
+    with pytest.raises(SystemExit):
+        main(["--rumur", "--background-eviction", "--node-failure"])

@@ -17,6 +17,7 @@ from kvoffload.spec import (
     CacheState,
     Call,
     Completion,
+    Events,
     Eviction,
     NotReadable,
     Op,
@@ -256,17 +257,24 @@ def test_a_node_failure_ends_the_copies_on_its_blocks_only() -> None:
     late = _find(env, node, "complete_store(['b'], ticket=1)")
     outcome = env.step(node, late)
     assert outcome.violation is None
-    assert isinstance(outcome.output, Completion) and outcome.output.ignored == ("b",)
+    assert isinstance(outcome.output, Completion)
+    assert outcome.output.ignored == ("b",)
     node = _run_from(env, node, "complete_store(['a'], ticket=0)")
-    assert node.jobs == () and node.state.free_slots() == (0, 1)
+    assert node.jobs == ()
+    assert node.state.free_slots() == (0, 1)
 
     node = _run(env, [Action(Call(Op.PREPARE_STORE, ("a",)))])
     node = _run_from(env, node, "complete_store(['a'], ticket=0)")
+    node = _run_from(env, node, "take_events()")
     node = _run_from(env, node, "prepare_load(['a'])")
     assert node.jobs == (("load", "a", 1, 0),)
     node = _failing(env, node)
-    assert node.jobs == () and node.state.free_slots() == (0, 1)
-    assert _run_from(env, node, "take_events()").state.announced == frozenset()
+    assert node.jobs == ()
+    assert node.state.free_slots() == (0, 1)
+    assert node.state.announced == frozenset({"a"})  # told at the next take_events
+    events = env.step(node, _find(env, node, "take_events()")).output
+    assert isinstance(events, Events)
+    assert events.removed == frozenset({"a"})
 
 
 def test_in_the_vllm_form_an_ended_job_may_still_report() -> None:
