@@ -53,8 +53,12 @@ def _unreduced(setup: Setup, bounds: Bounds) -> list[Node]:
     (Setup(SPEC, Form.TICKET, Policy.ARC, properties=frozenset()), ARC_BOUND),
     (Setup(MUTANTS_BY_NAME["ResetFreesRunningSlots"].model, Form.TICKET, Policy.LRU,
            properties=frozenset()), HOLD_BACK_BOUND),
+    (Setup(SPEC, Form.TICKET, Policy.LRU, properties=frozenset(), node_failure=True), TINY),
+    pytest.param(Setup(SPEC, Form.VLLM, Policy.LRU, (NO_STALE_COMPLETIONS,),
+                       properties=frozenset(), node_failure=True), HOLD_BACK_BOUND,
+                 marks=pytest.mark.slow),
 ], ids=["lru-ticket", "lru-vllm-no-stale", "lru-vllm-stale-reports", "arc-ticket",
-        "reset-without-hold-back"])
+        "reset-without-hold-back", "lru-ticket-node-failure", "lru-vllm-node-failure"])
 def test_canonical_form_is_exact_and_reduction_complete(setup: Setup, bounds: Bounds) -> None:
     nodes = _unreduced(setup, bounds)
     fast: dict[object, object] = {}
