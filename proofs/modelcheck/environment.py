@@ -5,9 +5,9 @@ any outstanding job (success or failure for stores; a lone key may be named twic
 take events, reset (within the bound), under the opt-in background-eviction setting let
 the tier evict a key on its own (D14), where node failure is on fail the node that holds
 the tier (D15; the copies running on its blocks end with it, :mod:`.step`), and make
-mistakes: calls that break a
-precondition, and completions of a job that is not running (a duplicate or late report
-of a finished job, one never issued) for every key, busy or not. Completions come in two
+mistakes: calls that break a precondition, and completions of a job that is not running
+(a duplicate or late report of a finished job, one never issued) for every key, busy or
+not. Completions come in two
 forms (:class:`~.node.Form`): the ticket form (``ticket=`` the job's ticket) and vLLM's
 (no job identity: the manager is told ``ticket=None``; ``Call.job`` records which job
 really reported). A completion names one key (or one key twice): the spec matches each
