@@ -7,8 +7,11 @@ import functools
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
+
+from zygote import Zygote
 
 
 @pytest.fixture(autouse=True)
@@ -25,6 +28,16 @@ def _lmcache_installed(request: pytest.FixtureRequest) -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{reason} (under CI a green run may not hide a missing install)")
         pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def lmcache_zygote() -> Iterator[Zygote]:
+    """One process for the session that has imported torch and LMCache and nothing of
+    kvoffload; each engine script runs in a fork of it (:mod:`zygote`), started at its
+    first run."""
+    zygote = Zygote()
+    yield zygote
+    zygote.close()
 
 
 @functools.cache

@@ -1,19 +1,28 @@
 """LMCache's findings (docs/engines.md), each shown by its engine-native reproducer in a
-fresh process: the script makes exactly the LMCache calls the adapter made and gets the
-same answers, without kvoffload (marker ``lmcache``: each case starts a host and a
-script, both importing LMCache, about 20 s)."""
+process without kvoffload: the script makes exactly the LMCache calls the adapter made and
+gets the same answers (marker ``lmcache``: each case starts a host, which imports LMCache).
+
+The script runs where :func:`engine_script.run_alone` would run it, a fresh ``python
+SCRIPT`` with no PYTHONPATH, but in a fork of the session's zygote (tests/zygote.py): an
+interpreter that has imported torch and the LMCache modules every reproducer imports, and
+nothing of kvoffload (checked in its ``sys.modules`` before each fork), so each script does
+not pay LMCache's import again (about 5 s of CPU). ``run_alone`` itself, a fresh process,
+is tested in test_engine_record.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kvoffload.conformance.command import engine_script
 from kvoffload.conformance.command.engine_script import engine_reproducer
 from kvoffload.conformance.config import CheckConfig
 from kvoffload.conformance.errors import PropertyViolation
 from kvoffload.conformance.reproduce import reproduce
 from kvoffload.spec import Call, Op
+from zygote import Zygote
 
 pytestmark = pytest.mark.lmcache
 
@@ -60,7 +69,14 @@ def found(configuration: dict[str, Any], calls: list[Call]) -> PropertyViolation
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_each_lmcache_finding_is_reproduced_by_lmcache_alone(name: str) -> None:
+def test_each_lmcache_finding_is_reproduced_by_lmcache_alone(
+    name: str, lmcache_zygote: Zygote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def forked(path: Path, timeout: float) -> tuple[int | None, str, str]:
+        ran: tuple[int | None, str, str] = lmcache_zygote.run([str(path)], path.parent, timeout)
+        return ran
+
+    monkeypatch.setattr(engine_script, "run_alone", forked)
     configuration, calls, prop, call = CASES[name]
     violation = found(configuration, calls)
     assert violation.prop == prop

@@ -38,7 +38,12 @@ def violation(adapter: str, calls: list[Call], **config: Any) -> PropertyViolati
     return None
 
 
-def test_cpu_backend_conforms_where_it_fits() -> None:
+def test_cpu_backend_conforms_where_it_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The backend's verdict is the subject, not the host: in process, LMCache is imported
+    # once for the session instead of once more in a host (about 5 s of CPU). An LMCache
+    # target through hosts: test_engine_script_lmcache.py (each finding's recording
+    # replay runs in one).
+    monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
     config = CheckConfig(profile=Profile.SAFE, assume=CPU_FIT, adapter="lmcache-cpu",
                          max_keys_per_call=1, max_examples=40, steps=80, seed=1)
     result = run_check(TARGET, config)

@@ -21,6 +21,15 @@ BUDGET = ("--kvoffload-max-examples=12", "--kvoffload-steps=40", "--kvoffload-no
 TWO = (f"--kvoffload-target={REFERENCE}", f"--kvoffload-target={MUTANT}", *BUDGET)
 
 
+@pytest.fixture(autouse=True)
+def _targets_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inner sessions check their targets in their own process, not a host each
+    (``KVOFFLOAD_IN_PROCESS=1``, inherited by xdist's workers): items, ids and shards are
+    the subject here. The plugin's items through hosts: test_conformance_plugin.py's
+    test_targets_become_items_that_pass_or_fail and test_configuration_options_reach_the_check."""
+    monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
+
+
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
     """A project with an ini file and one ordinary test beside the targets."""

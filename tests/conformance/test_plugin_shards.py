@@ -19,6 +19,15 @@ REFERENCE = "kvoffload.impl:OffloadManager"
 BUDGET = ["--kvoffload-max-examples=12", "--kvoffload-steps=40", "--kvoffload-no-database"]
 
 
+@pytest.fixture(autouse=True)
+def _targets_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inner sessions check their targets in their own process, not a host each
+    (``KVOFFLOAD_IN_PROCESS=1``, inherited by xdist's workers): items, ids and shards are
+    the subject here. The plugin's items through hosts: test_conformance_plugin.py's
+    test_targets_become_items_that_pass_or_fail and test_configuration_options_reach_the_check."""
+    monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
+
+
 def test_hypothesis_seed_is_honoured(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(
         f"--kvoffload-target={REFERENCE}", "--hypothesis-seed=4242", *BUDGET,

@@ -1,7 +1,11 @@
 """docs/reproducers/: the engine-native reproducers of docs/engines.md's LMCache and
 vLLM findings (written by docs/tools/engine_reproducers.py). Each must import nothing
 from kvoffload, be linked from the page with its verdict (bug or design), and show its
-divergence when run alone in a fresh process, as it did when it was written."""
+divergence when run alone in a fresh process, as it did when it was written.
+
+The LMCache scripts run in forks of the session's zygote (tests/zygote.py: an interpreter
+that has imported torch and LMCache and nothing of kvoffload, checked before each fork);
+the vLLM script in a fresh interpreter of its own."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from vllm_releases import release_or_skip
+from zygote import Zygote
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "docs" / "reproducers"
@@ -28,6 +33,17 @@ def run(name: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     return subprocess.run([sys.executable, str(FOLDER / f"{name}.py")], cwd=FOLDER, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
+
+
+def run_forked(name: str, zygote: Zygote) -> subprocess.CompletedProcess[str]:
+    """The script alone as :func:`run` runs it, in a fork of the session's zygote: an
+    interpreter that has imported torch and LMCache's modules and nothing of kvoffload
+    (:mod:`zygote` says what it may have imported), without paying for their import per
+    script (about 5 s of CPU each)."""
+    script = FOLDER / f"{name}.py"
+    status, out, err = zygote.run([str(script)], FOLDER, timeout=300)
+    return subprocess.CompletedProcess([str(script)], -9 if status is None else status,
+                                       out, err)
 
 
 def test_every_reproducer_is_indexed_and_imports_nothing_of_kvoffload() -> None:
@@ -55,8 +71,10 @@ def test_the_engines_page_links_each_reproducer_with_its_verdict() -> None:
 
 @pytest.mark.lmcache
 @pytest.mark.parametrize("name", LMCACHE)
-def test_each_lmcache_reproducer_shows_its_divergence_without_kvoffload(name: str) -> None:
-    done = run(name)
+def test_each_lmcache_reproducer_shows_its_divergence_without_kvoffload(
+    name: str, lmcache_zygote: Zygote
+) -> None:
+    done = run_forked(name, lmcache_zygote)
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.strip().splitlines()[-1] == INDEX[name]["last_line"]
 

@@ -186,21 +186,30 @@ if __name__ == "__main__":
 '''
 
 
-def confirm(source: str, timeout: float = SCRIPT_TIMEOUT_S) -> tuple[bool, int | None, str]:
-    """Run ``source`` in a fresh Python process (no PYTHONPATH, so nothing of kvoffload is
-    put on its path): (reproduced, exit status, its output)."""
+def run_alone(path: Path, timeout: float) -> tuple[int | None, str, str]:
+    """``python PATH`` in PATH's folder, in a fresh process with no PYTHONPATH (so nothing
+    of kvoffload is put on its path): (exit status, None if it did not end within
+    ``timeout``; stdout; stderr)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    try:
+        done = subprocess.run([sys.executable, str(path)], cwd=path.parent, env=env,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as late:
+        out = late.stdout if isinstance(late.stdout, str) else ""
+        return None, out, ""
+    return done.returncode, done.stdout, done.stderr
+
+
+def confirm(source: str, timeout: float = SCRIPT_TIMEOUT_S) -> tuple[bool, int | None, str]:
+    """Run ``source`` alone (:func:`run_alone`): (reproduced, exit status, its output)."""
     with tempfile.TemporaryDirectory(prefix="kvoffload-engine-") as folder:
         path = Path(folder) / "reproduce_engine.py"
         path.write_text(source, encoding="utf-8")
-        try:
-            done = subprocess.run([sys.executable, str(path)], cwd=folder, env=env,
-                                  capture_output=True, text=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired as late:
-            out = late.stdout if isinstance(late.stdout, str) else ""
-            return False, None, out + f"\n(no end within {timeout:g} s)"
-    output = done.stdout + (("\n" + done.stderr) if done.returncode not in (0, 1) else "")
-    return done.returncode == 1 and "\nREPRODUCED:" in done.stdout, done.returncode, output
+        status, stdout, stderr = run_alone(path, timeout)
+    if status is None:
+        return False, None, stdout + f"\n(no end within {timeout:g} s)"
+    output = stdout + (("\n" + stderr) if status not in (0, 1) else "")
+    return status == 1 and "\nREPRODUCED:" in stdout, status, output
 
 
 def engine_reproducer(target: str, config: CheckConfig,

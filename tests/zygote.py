@@ -1,0 +1,203 @@
+"""Engine scripts run as in a fresh interpreter, without paying for LMCache's import each time.
+
+An engine-native reproducer (docs/reproducers/, :mod:`kvoffload.conformance.command.engine_script`)
+is run by ``python script.py`` in a fresh process: nothing of kvoffload is imported there,
+so the divergence it shows is the engine's alone. Most of such a run is importing torch and
+LMCache (about 5 s of CPU each time); the script's own calls take milliseconds.
+
+:class:`Zygote` is one process per test session, started as ``python -c`` with the same
+environment a script gets (no ``PYTHONPATH``), which imports **only** :data:`PRELOADED` (torch
+and the LMCache modules every LMCache reproducer imports) and then waits. For each script it
+forks a child that is what ``python script.py`` would be once those imports are done:
+
+- the script's folder first on ``sys.path`` and ``sys.argv[0]`` the script, run by
+  :func:`runpy.run_path` as ``__main__``, in the folder it is given;
+- its own stdout and stderr (files, read back whole), stdin ``/dev/null``;
+- its own exit status: the script's ``sys.exit`` leaves the child the way it leaves an
+  interpreter (non-daemon threads joined, ``atexit`` handlers run, the streams flushed), and
+  an uncaught exception prints its traceback and exits 1, as ``python script.py`` does.
+
+What the zygote may have imported before a fork: the standard library it needs itself
+(:mod:`gc`, :mod:`json`, :mod:`os`, :mod:`sys`, :mod:`threading`; :mod:`runpy` in the child)
+and :data:`PRELOADED` with what they import. What it may not: anything of kvoffload. Before
+every fork it checks ``sys.modules`` for ``kvoffload`` and that no Python thread but its own
+runs (a fork copies only the calling thread); either refuses the run (:class:`ZygoteError`).
+One native thread does run: the idle worker of OpenBLAS (numpy's, which torch imports), whose
+pool OpenBLAS's own fork handler rebuilds. After the imports the zygote calls
+:func:`gc.freeze`, as Python's documentation advises before forking without exec: a child's
+collections then skip the preloaded objects instead of touching (so copying) every page of
+them, which cost about 1.2 s of CPU per run, more than the script.
+
+What differs from a fresh process: LMCache's import-time log lines go to the zygote's
+stderr (discarded), not the script's. A script that does not reproduce is not helped: it
+still exits 0 or 2, and the test reading its status fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PRELOADED = (
+    "torch",
+    "lmcache.utils",
+    "lmcache.v1.config",
+    "lmcache.v1.memory_allocators.host_memory_allocator",
+    "lmcache.v1.pin_monitor",
+    "lmcache.v1.storage_backend.local_cpu_backend",
+)
+"""Imported once by the zygote: what every LMCache reproducer imports (docs/reproducers)."""
+
+_SERVER = r'''
+import gc, json, os, sys, threading
+
+
+def serve(reply):
+    """Answer requests until one is this process's own (a forked child's): return it."""
+    while True:
+        line = sys.stdin.buffer.readline()
+        if not line:
+            sys.exit(0)
+        refused = [m for m in sys.modules if m == "kvoffload" or m.startswith("kvoffload.")]
+        if refused or threading.active_count() != 1:
+            threads = threading.active_count()
+            reply.write(json.dumps({"refused": refused, "threads": threads}) + "\n")
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            reply.close()
+            return json.loads(line)
+        reply.write(json.dumps({"pid": pid}) + "\n")
+        _, status = os.waitpid(pid, 0)
+        reply.write(json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n")
+
+
+def become(request):
+    """This child as ``python SCRIPT ARGS`` would be: streams, folder, argv, sys.path."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(out, fd)
+        os.close(out)
+    os.chdir(request["cwd"])
+    sys.argv = list(request["argv"])
+    sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+    return sys.argv[0]
+
+
+for name in json.loads(sys.argv[1]):
+    __import__(name)
+gc.freeze()
+script = become(serve(os.fdopen(int(sys.argv[2]), "w", buffering=1)))
+import runpy
+runpy.run_path(script, run_name="__main__")
+'''
+
+
+class ZygoteError(Exception):
+    """The zygote refused a run (kvoffload in its ``sys.modules``, or a second thread) or
+    ended."""
+
+
+class Zygote:
+    """One pre-importing process; :meth:`run` runs a script in a fork of it."""
+
+    def __init__(self, preload: tuple[str, ...] = PRELOADED) -> None:
+        self.preload = preload
+        self.process: subprocess.Popen[bytes] | None = None
+        self.runs = 0
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        """The zygote's process, started on the first run (so a test that skips, LMCache
+        missing, never starts it)."""
+        if self.process is not None:
+            return self.process
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        self.folder = tempfile.TemporaryDirectory(prefix="kvoffload-zygote-")
+        read, write = os.pipe()
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _SERVER, json.dumps(list(self.preload)), str(write)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=self.folder.name, env=env, pass_fds=(write,))
+        os.close(write)
+        self.replies = os.fdopen(read, "r")
+        return self.process
+
+    def _reply(self) -> dict[str, object]:
+        line = self.replies.readline()
+        if not line:
+            assert self.process is not None
+            raise ZygoteError(f"the zygote ended (exit {self.process.wait()}): is "
+                              f"everything of {self.preload} installed?")
+        answer: dict[str, object] = json.loads(line)
+        if "refused" in answer:
+            raise ZygoteError(f"the zygote is not a clean interpreter: {answer}")
+        return answer
+
+    def run(self, argv: list[str], cwd: Path | str, timeout: float
+            ) -> tuple[int | None, str, str]:
+        """``python *argv`` in ``cwd``: (exit status, None if it ran past ``timeout`` and
+        was killed; stdout; stderr)."""
+        stdin = self._start().stdin
+        assert stdin is not None
+        self.runs += 1
+        out = Path(self.folder.name) / f"{self.runs}.out"
+        err = Path(self.folder.name) / f"{self.runs}.err"
+        asked = {"argv": [str(a) for a in argv], "cwd": str(Path(cwd).resolve()),
+                 "stdout": str(out), "stderr": str(err)}
+        stdin.write(json.dumps(asked).encode() + b"\n")
+        stdin.flush()
+        pid = int(str(self._reply()["pid"]))
+        timer = _Alarm(timeout, pid)
+        try:
+            status: int | None = int(str(self._reply()["status"]))
+        finally:
+            timer.cancel()
+        if timer.fired:
+            status = None
+        return status, out.read_text(), err.read_text()
+
+    def close(self) -> None:
+        if self.process is None:
+            return
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.replies.close()
+        self.folder.cleanup()
+        self.process = None
+
+
+class _Alarm:
+    """Kill ``pid`` (the script's child) if it runs past ``seconds``."""
+
+    def __init__(self, seconds: float, pid: int) -> None:
+        import threading
+
+        self.fired = False
+        self.pid = pid
+        self.timer = threading.Timer(seconds, self._fire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+    def cancel(self) -> None:
+        self.timer.cancel()
