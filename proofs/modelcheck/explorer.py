@@ -169,18 +169,17 @@ def explore(setup: Setup, bounds: Bounds, *, symmetry: bool = True,
     env = Environment(setup.model, bounds, setup.form, selected, setup.eviction)
     keys = bounds.keys
     root = initial_node(bounds, setup.policy)
-    cache: dict[Node, tuple[Hashable, object]] = {}
 
     def canon(node: Node) -> tuple[Hashable, object]:
-        """The canonical form, once per real node (most successors were seen before)."""
         if not symmetry:
             return ticket_form(node, keys), None
-        found = cache.get(node)
-        if found is None:
-            found = cache[node] = canonical(node, keys)
-        return found
+        return canonical(node, keys)
 
     search: Search[Node, Action] = Search(root, canon)
+    number: dict[Node, int] = {root: 0}
+    """Each real node met so far and the number of its canonical form: most successors
+    were met before, and looking the node up is cheaper than computing its form and
+    looking that up (a form is a deep tuple, hashed anew each time)."""
     tree = search.tree
     quiet: list[bool] = [is_quiescent(root)]
     edges_from: list[int] = []
@@ -214,7 +213,15 @@ def explore(setup: Setup, bounds: Bounds, *, symmetry: bool = True,
             new = outcome.node
             if new is None:
                 continue
-            j, fresh = (i, False) if new is node else search.reach(i, action, new)
+            if new is node:
+                j, fresh = i, False
+            else:
+                met = number.get(new)
+                if met is None:
+                    j, fresh = search.reach(i, action, new)
+                    number[new] = j
+                else:
+                    j, fresh = met, False
             if fresh:
                 quiet.append(is_quiescent(new))
                 bad = broken(new, selected)
