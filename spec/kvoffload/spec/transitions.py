@@ -85,6 +85,8 @@ def complete_load(
                 f"complete_load needs a matching prepare_load; no load outstanding for "
                 f"{unmatched!r}", keys=unmatched)
     applied, released, ignored = _sorted_out(keys, jobs)
+    if not applied and not released:
+        return state, Completion(ignored=ignored)  # no job finished: nothing changes
     old = frozenset(state.table[k] for k in applied)
     read = frozenset(replace(b, loads=_without(b.loads, jobs[b.key][1])) for b in old)
     freed = tuple(k for k in applied if state.table[k].readers == 1)
@@ -164,6 +166,8 @@ def complete_store(
     keys = unique(keys)
     jobs = {k: _match(state, k, CopyKind.STORE, ticket) for k in keys}
     applied, released, ignored = _sorted_out(keys, jobs)
+    if not applied and not released:
+        return state, Completion(ignored=ignored)  # no job finished: nothing changes
     finished = frozenset(state.table[k] for k in applied)
     orphans = _finishing(state, {k: jobs[k][1] for k in released}, CopyKind.STORE)
     recency = state.recency
