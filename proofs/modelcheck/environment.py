@@ -83,8 +83,11 @@ class Environment:
         by such a renaming one is enough. None turns the reduction off.
         """
         if classes is None or len(set(classes)) == len(classes):
-            yield from self._all_actions(node)
-            return
+            return self._all_actions(node)
+        return self._reduced(node, classes)
+
+    def _reduced(self, node: Node, classes: Sequence[int]) -> Iterator[Action]:
+        """:meth:`actions` where some keys are interchangeable: one call per renaming."""
         seen: set[object] = set()
         for action in self._all_actions(node):
             reduced = self._renaming.form(node, action, classes)

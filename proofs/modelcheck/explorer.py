@@ -24,6 +24,7 @@ from .environment import Environment
 from .model import Model
 from .node import Action, Form, Node, Outcome
 from .properties import LIVENESS, NODE_PROPERTIES, WITHOUT_LAWS, broken, is_quiescent
+from .step import step
 from .symmetry import canonical, ticket_form
 
 S = TypeVar("S")
@@ -225,13 +226,14 @@ def _explore(setup: Setup, bounds: Bounds, symmetry: bool, progress: Progress | 
     bad = broken(root, selected)
     if bad is not None:
         return result(Violation(bad, _doc(bad), ()))
+    model, form, assumptions = setup.model, setup.form, setup.assumptions
     for node, i, info in search.frontier():
         classes = info if isinstance(info, tuple) else None
         for action in env.actions(node, classes):
-            if setup.assumptions and excluded_by(node.state, action.call, setup.assumptions):
+            if assumptions and excluded_by(node.state, action.call, assumptions):
                 continue
             transitions += 1
-            outcome = env.step(node, action)
+            outcome = step(model, form, node, action, selected)  # env.step, one call less
             if visit is not None:
                 visit(i, node, action, outcome)
             if outcome.violation is not None and outcome.violation[0] in selected:
@@ -254,7 +256,7 @@ def _explore(setup: Setup, bounds: Bounds, symmetry: bool, progress: Progress | 
                 bad = broken(new, selected)
                 if bad is not None:
                     return result(Violation(bad, _doc(bad), trace(j)))
-            if action.delivers_jobs and j != i:
+            if action.jobs and j != i:  # action.delivers_jobs
                 edges_from.append(i)
                 edges_to.append(j)
         if progress is not None and transitions % 256 == 0:

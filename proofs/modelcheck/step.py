@@ -63,7 +63,9 @@ def step(model: Model, form: Form, node: Node, action: Action,
         if "no_internal_errors" in rules:
             return Outcome(None, error, ("no_internal_errors", f"{call} raised {error!r}"))
         return Outcome(None, error, _call_rules(rules, model, node, action, error, None))
-    broken = _call_rules(rules, model, node, action, out, new)
+    comparison, laws = _checked(rules)
+    broken = _call_rules(rules, model, node, action, out, new) if (
+        comparison and model.replaced) or laws else None
     jobs = _jobs_after(node, action, out) if action.jobs or call.op in _PREPARES else node.jobs
     done = node.done
     if action.jobs:

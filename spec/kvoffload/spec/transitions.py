@@ -102,8 +102,10 @@ def touch(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, None]:
     pre: not broken_invariants(state)
     post: __return__[0].blocks == state.blocks
     """
-    ready = state.keys_in(Phase.READY)
-    return replace(state, recency=state.recency.touched(unique(keys), ready)), None
+    recency = state.recency.touched(unique(keys), state.keys_in(Phase.READY))
+    if recency == state.recency:
+        return state, None  # the order is as it was: nothing changes
+    return replace(state, recency=recency), None
 
 
 def prepare_store(
