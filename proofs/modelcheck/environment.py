@@ -35,7 +35,17 @@ from kvoffload.spec import (
 from . import step, symmetry
 from .bounds import Bounds
 from .model import Model
-from .node import LOAD, STORE, Action, Form, Node, Outcome, finished_ticket, jobs_on_free_slots
+from .node import (
+    LOAD,
+    STORE,
+    Action,
+    Form,
+    Job,
+    Node,
+    Outcome,
+    finished_ticket,
+    jobs_on_free_slots,
+)
 
 
 class Environment:
@@ -67,6 +77,8 @@ class Environment:
         self._evictions = tuple(Action(Call(Op.EVICT_IN_BACKGROUND, (key,)))
                                 for key in bounds.keys)
         self._fail_node = Action(Call(Op.FAIL_NODE))
+        self._made: dict[tuple[object, ...], Action] = {}
+        """The completions made so far (:meth:`_completion`), each made once."""
 
     def actions(self, node: Node, classes: Sequence[int] | None) -> Iterator[Action]:
         """Every call the environment may make in ``node``, up to symmetry.
@@ -76,8 +88,11 @@ class Environment:
         by such a renaming one is enough. None turns the reduction off.
         """
         if classes is None or len(set(classes)) == len(classes):
-            yield from self._all_actions(node)
-            return
+            return self._all_actions(node)
+        return self._reduced(node, classes)
+
+    def _reduced(self, node: Node, classes: Sequence[int]) -> Iterator[Action]:
+        """:meth:`actions` where some keys are interchangeable: one call per renaming."""
         seen: set[object] = set()
         for action in self._all_actions(node):
             reduced = self._renaming.form(node, action, classes)
@@ -147,11 +162,18 @@ class Environment:
                 seen.add(shape)
                 yield Action(call, slots=choice)
 
-    def _completion(self, op: Op, keys: tuple[str, ...], ticket: int, success: bool
-                    ) -> Call:
-        if self.form is Form.TICKET:
-            return Call(op, keys, success=success, ticket=ticket)
-        return Call(op, keys, success=success, job=ticket)
+    def _completion(self, op: Op, keys: tuple[str, ...], ticket: int | None, success: bool,
+                    jobs: tuple[Job, ...] = ()) -> Action:
+        """A completion of ``keys`` by job ``ticket`` (None: no job behind it), reporting
+        ``jobs`` finished; made once per environment, as the few hundred completions a
+        TINY exploration makes recur in thousands of nodes."""
+        made = (op, keys, ticket, success, jobs)
+        found = self._made.get(made)
+        if found is None:
+            call = (Call(op, keys, success=success, ticket=ticket) if self.form is Form.TICKET
+                    else Call(op, keys, success=success, job=ticket))
+            found = self._made[made] = Action(call, jobs=jobs)
+        return found
 
     def _completions(self, node: Node, kind: str) -> Iterator[Action]:
         """Completions of outstanding jobs, one key each; a lone key may also be named
@@ -161,12 +183,11 @@ class Environment:
         outcomes = (True, False) if kind == STORE else (True,)
         for job in jobs:
             for success in outcomes:
-                yield Action(self._completion(op, (job[1],), job[2], success), jobs=(job,))
+                yield self._completion(op, (job[1],), job[2], success, (job,))
         if self.bounds.duplicates and self.bounds.width >= 2:
             for job in jobs:
                 for success in outcomes:
-                    call = self._completion(op, (job[1], job[1]), job[2], success)
-                    yield Action(call, jobs=(job,))
+                    yield self._completion(op, (job[1], job[1]), job[2], success, (job,))
 
     def _not_running(self, node: Node) -> Iterator[Action]:
         """Completions of a job that is not running. Ticket form: for every key and kind,
@@ -180,18 +201,18 @@ class Environment:
             for op in (Op.COMPLETE_STORE, Op.COMPLETE_LOAD):
                 for key in self.bounds.keys:
                     for success in _OUTCOMES[op]:
-                        yield Action(self._completion(op, (key,), ticket, success))
+                        yield self._completion(op, (key,), ticket, success)
             return
         for kind, key, ticket in node.done:
             op = _OPS[kind]
             for success in _OUTCOMES[op]:
-                yield Action(Call(op, (key,), success=success, job=ticket))
+                yield self._completion(op, (key,), ticket, success)
         for kind, op in _OPS.items():
             busy = {j[1] for j in node.jobs if j[0] == kind}
             for key in self.bounds.keys:
                 if key not in busy:
                     for success in _OUTCOMES[op]:
-                        yield Action(Call(op, (key,), success=success))
+                        yield self._completion(op, (key,), None, success)
 
 
 def _running_copies(node: Node) -> dict[tuple[str, str], int]:

@@ -40,7 +40,10 @@ class Model:
 
         raises: MisuseError
         """
-        return self.replaced.get(call.op, spec_transition)(state, call, slots)
+        replacement = self.replaced.get(call.op) if self.replaced else None
+        if replacement is None:  # the spec's (no dictionary look-up for the spec itself)
+            return apply(state, call, slots=slots)
+        return replacement(state, call, slots)
 
     def __hash__(self) -> int:
         return hash((self.name, tuple(self.replaced)))

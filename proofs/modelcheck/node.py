@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kvoffload.spec import CacheState, Call, Output
 
@@ -29,9 +30,12 @@ class Form(enum.Enum):
     records which job really reported."""
 
 
-@dataclass(frozen=True)
-class Node:
-    """One checked state: the model's state and the jobs outstanding (sorted, with repeats)."""
+class Node(NamedTuple):
+    """One checked state: the model's state and the jobs outstanding (sorted, with repeats).
+
+    A named tuple rather than a frozen dataclass: a search makes one per call and looks
+    each up by hash, and a tuple is made and hashed in C.
+    """
 
     state: CacheState
     jobs: tuple[Job, ...] = ()
@@ -61,9 +65,10 @@ class Action:
         return bool(self.jobs)
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What one call did: the next node (None when it raised), its output, a broken rule."""
+class Outcome(NamedTuple):
+    """What one call did: the next node (None when it raised), its output, a broken rule.
+
+    A named tuple, as :class:`Node`: one is made per call."""
 
     node: Node | None
     output: Output | BaseException

@@ -39,6 +39,8 @@ from .properties import COMPARISON, EDGE_PROPERTIES
 Broken = tuple[str, str] | None
 
 _LAWS = frozenset(LAW_NAMES)
+_PREPARES = (Op.PREPARE_STORE, Op.PREPARE_LOAD)
+"""The calls that start jobs (a tuple: ``in`` compares by identity, no hashing)."""
 DEFAULT_RULES = frozenset(EDGE_PROPERTIES) - _LAWS
 """What a call is checked against unless a check selects otherwise: every rule but the
 laws, which have rows of their own (``--laws-only``)."""
@@ -61,8 +63,10 @@ def step(model: Model, form: Form, node: Node, action: Action,
         if "no_internal_errors" in rules:
             return Outcome(None, error, ("no_internal_errors", f"{call} raised {error!r}"))
         return Outcome(None, error, _call_rules(rules, model, node, action, error, None))
-    broken = _call_rules(rules, model, node, action, out, new)
-    jobs = _jobs_after(node, action, out)
+    comparison, laws = _checked(rules)
+    broken = _call_rules(rules, model, node, action, out, new) if (
+        comparison and model.replaced) or laws else None
+    jobs = _jobs_after(node, action, out) if action.jobs or call.op in _PREPARES else node.jobs
     done = node.done
     if action.jobs:
         if broken is None and "completions_attributed" in rules:
@@ -71,8 +75,10 @@ def step(model: Model, form: Form, node: Node, action: Action,
             done = _remembered(done, action.jobs)
     elif call.op is Op.FAIL_NODE and form is Form.VLLM:
         done = _remembered(done, _ended_by_failure(node))  # they may still report, late
-    next_node = node if new is s and jobs is node.jobs and done is node.done else Node(
-        new, jobs, done)
+    # A call that changes nothing (a lookup, a touch or a completion that lands nowhere)
+    # leaves the node itself: the explorer skips it without looking its form up.
+    same = jobs is node.jobs and done is node.done and (new is s or new == s)
+    next_node = node if same else Node(new, jobs, done)
     return Outcome(next_node, out, broken)
 
 
@@ -88,14 +94,21 @@ def _remembered(done: tuple[tuple[str, str, int], ...], finished: Sequence[Job]
 def _call_rules(rules: frozenset[str], model: Model, node: Node, action: Action,
                 answer: Output | Exception, after: CacheState | None) -> Broken:
     """The comparison with the spec (if selected), then the selected laws."""
-    if COMPARISON in rules:
+    comparison, laws = _checked(rules)
+    if comparison and model.replaced:
         got = answer if isinstance(answer, Exception) else (after, answer)
         broken = _differs(model, node, action, got)
         if broken is not None:
             return broken
-    if rules & _LAWS:
+    if laws:
         return _lawless(rules, Step(node.state, action.call, answer, after))
     return None
+
+
+@cache
+def _checked(rules: frozenset[str]) -> tuple[bool, bool]:
+    """Does ``rules`` select the comparison, and any law? (asked on every call)"""
+    return COMPARISON in rules, not rules.isdisjoint(_LAWS)
 
 
 def _lawless(rules: frozenset[str], observed: Step) -> Broken:

@@ -84,8 +84,10 @@ def canonical(node: Node, keys: tuple[str, ...]) -> tuple[Form, tuple[int, ...] 
     announced = s.announced
     sigs = []
     for key in keys:
-        component = _component(blocks.get(key), orphans.get(key, ()), jobs.get(key, ()),
-                               done.get(key, ()), {})
+        block, own, running, finished = (blocks.get(key), orphans.get(key, ()),
+                                         jobs.get(key, ()), done.get(key, ()))
+        component = () if block is None and not own and not running and not finished \
+            else _component(block, own, running, finished, {})  # () for a key with nothing
         sigs.append((component, tuple(where.get(key, ())), key in announced))
     distinct = sorted(set(sigs))
     cls = {sig: i for i, sig in enumerate(distinct)}

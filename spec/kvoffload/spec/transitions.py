@@ -85,6 +85,8 @@ def complete_load(
                 f"complete_load needs a matching prepare_load; no load outstanding for "
                 f"{unmatched!r}", keys=unmatched)
     applied, released, ignored = _sorted_out(keys, jobs)
+    if not applied and not released:
+        return state, Completion(ignored=ignored)  # no job finished: nothing changes
     old = frozenset(state.table[k] for k in applied)
     read = frozenset(replace(b, loads=_without(b.loads, jobs[b.key][1])) for b in old)
     freed = tuple(k for k in applied if state.table[k].readers == 1)
@@ -100,8 +102,10 @@ def touch(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, None]:
     pre: not broken_invariants(state)
     post: __return__[0].blocks == state.blocks
     """
-    ready = state.keys_in(Phase.READY)
-    return replace(state, recency=state.recency.touched(unique(keys), ready)), None
+    recency = state.recency.touched(unique(keys), state.keys_in(Phase.READY))
+    if recency == state.recency:
+        return state, None  # the order is as it was: nothing changes
+    return replace(state, recency=recency), None
 
 
 def prepare_store(
@@ -164,6 +168,8 @@ def complete_store(
     keys = unique(keys)
     jobs = {k: _match(state, k, CopyKind.STORE, ticket) for k in keys}
     applied, released, ignored = _sorted_out(keys, jobs)
+    if not applied and not released:
+        return state, Completion(ignored=ignored)  # no job finished: nothing changes
     finished = frozenset(state.table[k] for k in applied)
     orphans = _finishing(state, {k: jobs[k][1] for k in released}, CopyKind.STORE)
     recency = state.recency
