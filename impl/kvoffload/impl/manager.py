@@ -330,7 +330,9 @@ class OffloadManager:
         if len(readers) == len(sole) and (keys is sole or (type(keys) is tuple and keys == sole)
                                           ) and (ticket is None or readers[sole[0]] == ticket):
             readers.clear()  # the whole-dict completion: the plan's keys are all the readers
-            self._evictable.update(dict.fromkeys(sole))  # evictable in the call's order
+            evictable = self._evictable
+            for key in sole:  # evictable in the call's order (a loop: OrderedDict.update
+                evictable[key] = None  # builds a pair per key, slower on Python 3.11)
             return completion(keys, (), ())
         more = self._more_loads
         if type(keys) is tuple or type(keys) is list:
@@ -567,8 +569,10 @@ class OffloadManager:
                 keys is sole or (type(keys) is tuple and keys == sole)) and (
                 ticket is None or slot_jobs[storing[sole[0]]] == ticket):
             self._ready.update(storing)  # the whole-dict completion: the plan's keys are
-            self._evictable.update(dict.fromkeys(sole))  # all of _storing, in its order
-            storing.clear()
+            storing.clear()  # all of _storing, in its order (one C-level dict merge)
+            evictable = self._evictable
+            for key in sole:
+                evictable[key] = None
             log = self._log
             if log is not None:  # the plan's own tuple: its entry may be built already
                 plan, entry = self._new_set
