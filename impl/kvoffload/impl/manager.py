@@ -20,7 +20,9 @@ appends its keys to a short log (one append per call, not per key), which
 log is folded early, so it stays short. Every operation is O(1) per key
 it names (``reset_cache`` is O(live blocks)), and nothing scans past pinned or
 in-flight blocks. A call naming one key (decode's usual call) takes a short path
-that skips deduplication.
+that skips deduplication. A completion naming the plan's own keys while they are all
+the running stores (or loads), as when every job ends before the next plan, completes
+the whole dict at once (``_sole``, ``_sole_load``).
 
 Errors are raised before anything changes: a call that raises leaves the manager as
 it was.
