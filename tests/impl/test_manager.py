@@ -5,9 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from kvoffload.impl import OffloadManager, UnknownPolicy, policy_of
 from kvoffload.impl.lru import LruEviction
@@ -553,3 +555,182 @@ def test_an_order_assigned_later_is_told_everything_through_its_methods() -> Non
     assert isinstance(plan, StorePlan)
     assert plan.evicted == ("a",)  # the most recently used, as the swapped-in order says
     manager.check()
+
+
+# --- whole-dict completions: the plan's own keys take a short path -------------------
+
+_OPS = st.lists(
+    st.tuples(st.sampled_from(["store", "load", *["complete_store", "complete_load"] * 2,
+                               "touch", "events", "reset", *["begin"] * 2, *["request"] * 6]),
+              st.builds(lambda shared, rest: [*"abc"[:shared], *rest],  # common prefixes
+                        st.integers(min_value=0, max_value=3),
+                        st.lists(st.sampled_from("abcdef"), max_size=3)),
+              st.integers(min_value=-2, max_value=2),
+              st.sampled_from(["whole", "equal", "ticket", "other ticket", "part", "reversed",
+                               "failed", "single", "reset"])),
+    max_size=40)
+"""Calls of the test below: (operation, keys, which running plan (-1: the newest),
+how a completion names the plan's keys)."""
+
+
+def _outcome(call: Callable[..., object], *arguments: object) -> object:
+    """``call(*arguments)``'s answer, or its error's type, message and keys (so two
+    managers can be compared on misuse too)."""
+    try:
+        return call(*arguments)
+    except MisuseError as error:
+        return (type(error), str(error), getattr(error, "keys", None))
+
+
+@pytest.mark.parametrize("policy", ["lru", "arc"])
+@settings(max_examples=300, deadline=None)
+@given(capacity=st.integers(min_value=1, max_value=5), ops=_OPS)
+def test_whole_dict_completions_do_what_the_general_path_does(
+        policy: str, capacity: int, ops: list[tuple[str, list[str], int, str]]) -> None:
+    # complete_store / complete_load given the plan's own key tuple (or an equal tuple)
+    # while that plan's keys are all of the STORING / read blocks complete the whole
+    # dict at once; a list copy of the keys never takes that path. The same calls with
+    # each form must give the same answers, errors, events, state and LRU order.
+    fast, general = OffloadManager(capacity, policy), OffloadManager(capacity, policy)
+    whole = {"complete_store": 0, "complete_load": 0}
+    step = _both(fast, general, whole)
+    for op, keys, index, form in ops:
+        if op not in ("request", "begin"):
+            step(op, keys, index, form)
+            continue
+        # A request as kvoffload traffic serves it with zero latency: load the leading
+        # hits, store the rest, complete both plans, touch the keys last first
+        # (``begin``: only the plans, left running). Some forms first disturb the state
+        # the short path relies on, then complete the whole plan.
+        hits = 0
+        while hits < len(keys) and fast.lookup(keys[hits]) is LookupResult.HIT:
+            hits += 1
+        if hits:
+            step("load", keys[:hits], 0, form)
+        step("store", keys[hits:], 0, form)
+        if op == "begin":
+            continue
+        if form == "reset":
+            step("reset", [], 0, form)
+        for kind in ["complete_load"] * bool(hits) + ["complete_store"]:
+            newest = -1
+            if form in ("part", "other ticket", "single"):
+                step(kind, [], newest, "other ticket" if form == "other ticket" else "part")
+                if form == "single":  # one more reader of another block: a one-key plan
+                    step("load", [k for k in "abcdef" if k not in keys][index:][:1], 0, form)
+                    newest = -2 if kind == "complete_load" else -1
+            step(kind, [], newest, form if form in ("whole", "equal", "ticket") else "whole")
+        step("touch", keys[::-1], 0, form)
+    assert fast.take_events() == general.take_events()
+    assert fast.view() == general.view()
+    for op, count in whole.items():
+        event(f"{op} naming all running keys: {min(count, 3)}")
+
+
+def _both(fast: OffloadManager, general: OffloadManager, whole: dict[str, int]
+          ) -> Callable[[str, list[str], int, str], None]:
+    """One step of the test above on both managers: ``fast`` gets tuples (the plans' own
+    keys when completing), ``general`` lists; their answers, errors, events and views
+    must agree after every step. ``whole`` counts the completions that named all the
+    running stores' / loads' keys (where the short path may be taken)."""
+    stores: list[StorePlan] = []
+    loads: list[LoadPlan] = []
+
+    def step(op: str, keys: list[str], index: int, form: str) -> None:
+        if op == "store":
+            answer = fast.prepare_store(tuple(keys))
+            assert answer == general.prepare_store(list(keys))
+            if isinstance(answer, StorePlan):
+                stores.append(answer)
+        elif op == "load":  # index 2: all keys named (misuse too), else the READY ones
+            readable = keys if index == 2 else [
+                k for k in keys if fast.lookup(k) is LookupResult.HIT]
+            plan = _outcome(fast.prepare_load, tuple(readable))
+            assert plan == _outcome(general.prepare_load, list(readable))
+            if isinstance(plan, LoadPlan):
+                loads.append(plan)
+        elif op in whole and (stores if op == "complete_store" else loads):
+            pending: list[StorePlan] | list[LoadPlan] = (
+                stores if op == "complete_store" else loads)
+            chosen = pending[index % len(pending)]
+            own: tuple[Key, ...] = chosen.keys
+            ticket = {"ticket": chosen.ticket, "other ticket": chosen.ticket - 1}.get(form)
+            if form == "equal":
+                own = tuple(list(own))  # equal, not the plan's own tuple
+            elif form == "part":
+                own = own[:-1]
+            elif form == "reversed":
+                own = own[::-1]
+            if form in ("whole", "equal", "ticket"):
+                del pending[index % len(pending)]
+            view = fast.view()
+            running = view.storing if op == "complete_store" else view.readers
+            whole[op] += len(running) == len(own) > 0 and {k for k, _ in running} == set(own)
+            if op == "complete_store":
+                success = form != "failed"
+                assert (_outcome(fast.complete_store, own, success, ticket)
+                        == _outcome(general.complete_store, list(own), success, ticket))
+            else:
+                assert (_outcome(fast.complete_load, own, ticket)
+                        == _outcome(general.complete_load, list(own), ticket))
+        elif op == "touch":
+            fast.touch(tuple(keys))
+            general.touch(list(keys))
+        elif op == "events":
+            assert fast.take_events() == general.take_events()
+        elif op == "reset":
+            assert fast.reset_cache() == general.reset_cache()
+        assert fast.view() == general.view()
+        fast.check()
+
+    return step
+
+
+def _store_then_lose_one(manager: OffloadManager, own: bool) -> object:
+    # a store left running ("r"), then a plan whose first key completes alone: _storing
+    # is as long as the plan again, but holds "r"
+    manager.prepare_store(("r",))
+    plan = manager.prepare_store(("p", "q"))
+    assert isinstance(plan, StorePlan)
+    manager.complete_store(("p",))
+    return manager.complete_store(plan.keys if own else list(plan.keys))
+
+
+def _load_after_a_running_load(manager: OffloadManager, own: bool) -> object:
+    manager.prepare_load(("y",))  # "y" is being read ...
+    plan = manager.prepare_load(("a", "b"))  # ... so this plan is not all the readers
+    manager.complete_load(("a",))
+    return _outcome(manager.complete_load, plan.keys if own else list(plan.keys))
+
+
+def _one_key_load_after_a_part(manager: OffloadManager, own: bool) -> object:
+    plan = manager.prepare_load(("a", "b"))  # all the readers ...
+    manager.complete_load(("a",))
+    manager.prepare_load(("y",))  # ... until one key finished and a one-key load began
+    return _outcome(manager.complete_load, plan.keys if own else list(plan.keys))
+
+
+def _store_with_another_ticket(manager: OffloadManager, own: bool) -> object:
+    plan = manager.prepare_store(("c", "d"))
+    assert isinstance(plan, StorePlan)
+    return manager.complete_store(plan.keys if own else list(plan.keys), True, plan.ticket - 1)
+
+
+def _load_with_another_ticket(manager: OffloadManager, own: bool) -> object:
+    plan = manager.prepare_load(("a", "b"))
+    return manager.complete_load(plan.keys if own else list(plan.keys), plan.ticket - 1)
+
+
+@pytest.mark.parametrize("scenario", [_store_then_lose_one, _load_after_a_running_load,
+                                      _one_key_load_after_a_part, _store_with_another_ticket,
+                                      _load_with_another_ticket])
+def test_a_plans_own_keys_complete_as_a_copy_does_once_the_running_set_changed(
+        scenario: Callable[[OffloadManager, bool], object]) -> None:
+    # The cases where the whole-dict completion must not be taken although the plan's
+    # own tuple comes back with as many keys running as it names (regressions of its
+    # guards: each was a wrong answer or state when a guard was left out).
+    own, copy = ready(6, "a", "b", "y"), ready(6, "a", "b", "y")
+    assert scenario(own, True) == scenario(copy, False)
+    assert own.view() == copy.view()
+    assert own.take_events() == copy.take_events()
+    own.check()

@@ -20,7 +20,9 @@ appends its keys to a short log (one append per call, not per key), which
 log is folded early, so it stays short. Every operation is O(1) per key
 it names (``reset_cache`` is O(live blocks)), and nothing scans past pinned or
 in-flight blocks. A call naming one key (decode's usual call) takes a short path
-that skips deduplication.
+that skips deduplication. A completion naming the plan's own keys while they are all
+the running stores (or loads), as when every job ends before the next plan, completes
+the whole dict at once (``_sole``, ``_sole_load``).
 
 Errors are raised before anything changes: a call that raises leaves the manager as
 it was.
@@ -58,6 +60,9 @@ _LOG_FOLD = 64
 nobody calls ``take_events``)."""
 _NO_SLOTS = repeat(None)
 """``pop``'s default for every key of a call (``map`` stops at the shorter argument)."""
+_NO_PLAN: tuple[Key, ...] = (object(),)
+"""What ``_sole`` and ``_sole_load`` hold when no plan's keys are the whole of
+``_storing`` / ``_readers``: a key no caller can name, so no completion matches it."""
 
 
 def policy_of(policy: str | Policy) -> Policy:
@@ -117,8 +122,8 @@ class OffloadManager:
     __slots__ = ("_capacity", "_epoch", "_evictable", "_eviction", "_free", "_fresh",
                  "_load_orphans", "_log", "_more_loads", "_net_events", "_new_set", "_next_ticket",
                  "_policy",
-                 "_readers", "_ready", "_removed", "_slot_jobs", "_step", "_store_orphans",
-                 "_stored", "_storing")
+                 "_readers", "_ready", "_removed", "_slot_jobs", "_sole", "_sole_load", "_step",
+                 "_store_orphans", "_stored", "_storing")
 
     def __init__(self, capacity: int, policy: str | Policy = "lru", *,
                  net_events: bool = True) -> None:
@@ -180,6 +185,19 @@ class OffloadManager:
         without a fold or a check. Equality, not identity, decides, so it can never be
         stale: a log with the same keys means the same news (the first value, an empty
         change, is such a log too)."""
+        self._sole: tuple[Key, ...] = _NO_PLAN
+        """The keys of the accepted ``prepare_store`` that found no store in flight (the
+        plan's own tuple), else ``_NO_PLAN``. Until the next accepted store with new keys
+        (which replaces it), ``_storing`` only loses keys, so while it is as long as this
+        tuple it holds exactly these keys, in this order, under that plan's ticket: a
+        ``complete_store`` naming this tuple (or an equal tuple) completes the whole dict
+        at once (the *whole-dict completion*), with no per-key check."""
+        self._sole_load: tuple[Key, ...] = _NO_PLAN
+        """The same for loads: the keys of the accepted ``prepare_load`` that found no load
+        running and named no key twice, else ``_NO_PLAN``; every ``prepare_load`` that adds
+        a reader replaces it. While ``_readers`` is as long as this tuple and no block has
+        a later load, it holds exactly these keys, in this order, each with that plan's
+        ticket as its only load."""
         self._net_events = net_events
 
     @property
@@ -253,6 +271,7 @@ class OffloadManager:
                 else:
                     readers[key] = ticket
                     del self._evictable[key]
+                self._sole_load = _NO_PLAN
                 return load_plan((key,), (slot,), self._epoch, ticket)
         if type(keys) is not tuple:
             keys = tuple(keys)
@@ -268,21 +287,25 @@ class OffloadManager:
         self._next_ticket = ticket + 1
         readers, evictable = self._readers, self._evictable
         if readers.keys().isdisjoint(keys):  # no key is being read yet: the usual call
+            sole = _NO_PLAN if readers else keys  # then these keys are all of _readers
             try:  # pinned as given, without a deduplication pass first
                 for key in keys:
                     readers[key] = ticket
                     del evictable[key]
             except KeyError:  # a key named twice: its first occurrence pinned it
+                sole = _NO_PLAN
                 keys = _distinct(keys)
                 for key in keys:
                     if key not in readers:  # not reached before the repeat
                         readers[key] = ticket
                         del evictable[key]
                 slots = tuple(map(ready.__getitem__, keys))
+            self._sole_load = sole or _NO_PLAN  # (no memo of an empty call)
             return load_plan(keys, slots, self._epoch, ticket)
         if len(set(keys)) != len(keys):
             keys = _distinct(keys)
             slots = tuple(map(ready.__getitem__, keys))
+        self._sole_load = _NO_PLAN
         more = self._more_loads
         for key in keys:  # some blocks are being read already (popular prefixes)
             if key not in readers:
@@ -305,7 +328,15 @@ class OffloadManager:
 
         raises: UnmatchedCompleteLoad
         """
-        readers, more = self._readers, self._more_loads
+        readers, sole = self._readers, self._sole_load
+        if len(readers) == len(sole) and (keys is sole or (type(keys) is tuple and keys == sole)
+                                          ) and (ticket is None or readers[sole[0]] == ticket):
+            readers.clear()  # the whole-dict completion: the plan's keys are all the readers
+            evictable = self._evictable
+            for key in sole:  # evictable in the call's order (a loop: OrderedDict.update
+                evictable[key] = None  # builds a pair per key, slower on Python 3.11)
+            return completion(keys, (), ())
+        more = self._more_loads
         if type(keys) is tuple or type(keys) is list:
             if len(keys) == 1:
                 key = keys[0]
@@ -517,6 +548,7 @@ class OffloadManager:
                 slots = (*range(fresh, fresh + from_fresh), *taken)
             else:
                 slots = tuple(range(fresh, fresh + from_fresh))
+        self._sole = _NO_PLAN if storing else new  # then these keys are all of _storing
         if count == 1:
             storing[new[0]] = slots[0]
         else:
@@ -534,7 +566,20 @@ class OffloadManager:
         key's STORING block whatever its job, else the oldest store a reset left running,
         else the key is ignored.
         """
-        storing, slot_jobs = self._storing, self._slot_jobs
+        storing, slot_jobs, sole = self._storing, self._slot_jobs, self._sole
+        if success and len(storing) == len(sole) and (
+                keys is sole or (type(keys) is tuple and keys == sole)) and (
+                ticket is None or slot_jobs[storing[sole[0]]] == ticket):
+            self._ready.update(storing)  # the whole-dict completion: the plan's keys are
+            storing.clear()  # all of _storing, in its order (one C-level dict merge)
+            evictable = self._evictable
+            for key in sole:
+                evictable[key] = None
+            log = self._log
+            if log is not None:  # the plan's own tuple: its entry may be built already
+                plan, entry = self._new_set
+                log.append(entry if keys is plan else (True, keys))
+            return completion(keys, (), ())
         if success and (type(keys) is tuple or type(keys) is list):
             if len(keys) == 1:
                 key = keys[0]
