@@ -39,8 +39,9 @@ from .properties import COMPARISON, EDGE_PROPERTIES
 Broken = tuple[str, str] | None
 
 _LAWS = frozenset(LAW_NAMES)
-_PREPARES = (Op.PREPARE_STORE, Op.PREPARE_LOAD)
-"""The calls that start jobs (a tuple: ``in`` compares by identity, no hashing)."""
+_JOB_CALLS = (Op.PREPARE_STORE, Op.PREPARE_LOAD, Op.FAIL_NODE)
+"""The calls that start jobs, or end them without naming them (``fail_node``, D15); a
+tuple: ``in`` compares by identity, no hashing."""
 DEFAULT_RULES = frozenset(EDGE_PROPERTIES) - _LAWS
 """What a call is checked against unless a check selects otherwise: every rule but the
 laws, which have rows of their own (``--laws-only``)."""
@@ -66,7 +67,7 @@ def step(model: Model, form: Form, node: Node, action: Action,
     comparison, laws = _checked(rules)
     broken = _call_rules(rules, model, node, action, out, new) if (
         comparison and model.replaced) or laws else None
-    jobs = _jobs_after(node, action, out) if action.jobs or call.op in _PREPARES else node.jobs
+    jobs = _jobs_after(node, action, out) if action.jobs or call.op in _JOB_CALLS else node.jobs
     done = node.done
     if action.jobs:
         if broken is None and "completions_attributed" in rules:
