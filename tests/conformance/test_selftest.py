@@ -42,7 +42,7 @@ def config_for(entry: Entry, **budget: int) -> CheckConfig:
 def test_every_variant_is_killed_and_its_trace_replays(
         entry: Entry, monkeypatch: pytest.MonkeyPatch) -> None:
     """The trace replayed is the one Hypothesis found, not shrunk: shrinking took about
-    5 of these tests' 12 s of CPU and is not what they claim (the kill at the self-test's
+    4 of these tests' 13 s of CPU and is not what they claim (the kill at the self-test's
     seed and budget, and a trace that replays outside Hypothesis). Each variant's shrink
     runs in the slow tier's whole self-test; the shrinker's rules in the default tier's
     ``test_shrink.py``."""
