@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kvoffload.conformance.cli import main
+from kvoffload.conformance.command import runner
 from kvoffload.conformance.config import MAX_CAPACITY
 
 SMALL = ["--max-examples", "20", "--steps", "40", "--seed", "5", "--quiet"]
@@ -235,8 +236,13 @@ def test_a_file_target_imports_its_sibling_modules(tmp_path: Path) -> None:
 
 
 def test_a_call_that_overruns_the_timeout_is_a_liveness_failure(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Unshrunk: every candidate of a shrink replays in a new host, most with a 0.2 s
+    busy call (7 of the run's 12 replays, a third of its 5 s of CPU), and a hang's
+    shrink is not what this test claims; test_isolation.py's
+    ``test_a_call_that_swallows_every_timeout_ends_the_run_as_liveness`` shrinks one."""
+    monkeypatch.setattr(runner, "shrink", lambda make_adapter, config, found, **_: found)
     path = write(tmp_path, "hangs.py", """
         from kvoffload.impl import OffloadManager
         class Hangs(OffloadManager):
