@@ -96,7 +96,7 @@ def test_index_counts_each_source(corpus: Path) -> None:
     assert index["counts"]["tiny"] == len(list(tiny_cases(FIXTURE_MAX_CALLS))) == 570
     assert index["counts"]["counterexample"] == 22
     assert index["counts"]["scenario"] >= 19
-    assert index["counts"]["engines"] == len(ENGINE_TRACES) + 130 == 148
+    assert index["counts"]["engines"] == len(ENGINE_TRACES) + 133 == 151
     assert index["counts"]["selftest"] >= 28
 
 
@@ -166,7 +166,7 @@ def _failure_rows() -> list[str]:
 def test_every_counterexample_of_the_engines_page_is_a_case() -> None:
     entries = engines_data()["counterexamples"]
     rows = _failure_rows()
-    assert len(rows) == len(entries) == 130
+    assert len(rows) == len(entries) == 133
     for row, entry in zip(rows, entries, strict=True):
         cells = row.split(" | ")
         assert cells[1] == f"`{entry['property']}`", (row, entry["name"])
@@ -189,7 +189,7 @@ def test_the_reference_passes_every_engines_case(level: str, policy: str) -> Non
     config = CheckConfig.from_options(level=level, policy=policy)
     prepared = prepare("kvoffload.impl:OffloadManager", config, OffloadManager)
     replayed = [c for c in engine_cases() if applies(c, config, prepared.capabilities) is None]
-    assert len(replayed) == 148  # every one: the lockstep takes any case at any level
+    assert len(replayed) == 151  # every one: the lockstep takes any case at any level
     failed = [(c["name"], replay_case(c, prepared.make_adapter, config)) for c in replayed]
     assert [(name, why) for name, why in failed if why is not None] == []
 
