@@ -263,7 +263,7 @@ class Deferring:
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)
 
-    def post(self, call: Call) -> None:
+    def post(self, call: Call, now: bool = True) -> None:
         self.log.append(f"post {call.op.value}")
         try:
             self.answers.append((send(self.inner, call), None))

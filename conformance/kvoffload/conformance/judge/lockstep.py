@@ -565,11 +565,13 @@ class Lockstep:
         if self.pending and any(c.ticket is not None and c.ticket not in self.to_target
                                 for c in calls):
             self.settle()  # the plan that issued it may be pending: its ticket first
-        for call in calls:
+        last = len(calls) - 1
+        for index, call in enumerate(calls):
             sent = call
             if call.ticket is not None:
                 sent = replace(call, ticket=self.target_ticket(call.ticket), job=None)
-            self.adapter.post(sent)  # type: ignore[attr-defined]  # deferring: a host's adapter
+            # one write for the batch, with its last call (when the adapter writes at once)
+            self.adapter.post(sent, now=index == last)  # type: ignore[attr-defined]  # deferring: a host's adapter
 
     def _collect(self, calls: list[Call]) -> list[TargetAnswer]:
         """The answers of ``calls``, sent and next on the channel, in order."""

@@ -27,18 +27,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import signal
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, BinaryIO
+from typing import Any
 
 from kvoffload.spec.calls import Call, send
 
 from ..adapter_api import Adapter
 from ..errors import TargetLoadError, Untranslatable, UsageError
 from . import engine_record
+from .polling import Poller
 from .protocol import (
     PROTOCOL_VERSION,
     ProtocolError,
@@ -53,12 +56,55 @@ from .protocol import (
     value_message,
 )
 
+POLL_S = 0.005
+"""Seconds the host polls for the next request before it sleeps, while polling pays
+(:mod:`.polling`): within a check the judge's next calls mostly come sooner; between
+examples, or while the judge shrinks or reports, the host sleeps."""
+
+
+class Requests:
+    """The judge's requests, line by line, from the non-blocking descriptor ``fd``:
+    each wait polled first while polling pays (:mod:`.polling`), then slept."""
+
+    def __init__(self, fd: int, poller: Poller) -> None:
+        self.fd, self.poller = fd, poller
+        os.set_blocking(fd, False)
+        self.lines: deque[bytes] = deque()
+        """Complete lines read and not yet taken (a write of the judge often holds
+        several calls)."""
+        self.rest = b""
+        """What was read after the last complete line."""
+
+    def readline(self) -> bytes:
+        """The next request's line, with its newline; at the end of the channel a last
+        line without one, then b""."""
+        if self.lines:
+            return self.lines.popleft()
+        polled = False
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 20)
+            except BlockingIOError:
+                got = None if polled else self.poller.poll(self.fd)
+                polled = True
+                if got is None:
+                    select.select([self.fd], [], [])
+                    continue
+                chunk = got
+            if not chunk:
+                last, self.rest = self.rest, b""
+                return last
+            *complete, self.rest = (self.rest + chunk).split(b"\n")
+            if complete:
+                self.lines.extend(line + b"\n" for line in complete)
+                return self.lines.popleft()
+
 
 class _Channel:
     """The protocol's two descriptors, taken from 0 and 1 (see the module)."""
 
     def __init__(self) -> None:
-        self.reader: BinaryIO = os.fdopen(os.dup(0), "rb")
+        self.requests = Requests(os.dup(0), Poller(POLL_S))
         self.out = os.dup(1)
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
@@ -244,7 +290,7 @@ def serve(channel: _Channel, host: Host) -> bool:
         "hello": host.hello,
         "new": lambda m: host.new(int(m.get("capacity", 0)), m.get("record") is True),
     }
-    readline = channel.reader.readline
+    readline = channel.requests.readline
     while True:
         try:
             line = readline()

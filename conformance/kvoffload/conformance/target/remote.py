@@ -54,6 +54,7 @@ from ..config import CheckConfig
 from ..errors import TargetLoadError, Untranslatable, UsageError
 from ..judge.guard import CallTimeout
 from .isolation import IN_PROCESS
+from .polling import Poller
 from .protocol import (
     BYE,
     NOT_RETURNED,
@@ -82,9 +83,10 @@ BYE_GRACE = 1.0
 process group is killed."""
 MAX_LINE = 256 * 1024 * 1024
 """The longest answer line read; a longer one is garbage."""
-SPIN_S = 0.0
-"""Seconds the judge polls for an answer before it sleeps waiting for one (0: it sleeps
-at once; 100 us measured no better under load, issue 22, docs/protocol.md)."""
+POLL_S = 0.002
+"""Seconds the judge polls for an answer before it sleeps, while polling pays
+(:mod:`.polling`); while it does, the calls not waited for are also written as they
+are posted, so that the host works on them while the judge goes on."""
 SUPPORTED = os.name == "posix"
 """Hosts need ``select`` on pipes and process groups (not on Windows)."""
 
@@ -171,6 +173,7 @@ class HostProcess:
         """Complete answer lines read and not yet taken, oldest first: one read often
         brings several (the answers of the calls sent without waiting)."""
         self.outgoing: list[bytes] = []
+        self.poller = Poller(POLL_S)
         self.lifeline: int | None = None
         args = list(argv)
         passed: tuple[int, ...] = ()
@@ -291,19 +294,21 @@ class HostProcess:
 
     def _read(self, deadline: float | None, timeout: float) -> bytes:
         """What the host has written (b"" at its end), waiting until ``deadline``: a read
-        first (a deferred call's answer is often there already), then ``select``."""
-        spin_until = time.perf_counter() + SPIN_S
-        while True:
-            try:
-                return os.read(self.from_host, 1 << 20)
-            except BlockingIOError:
-                pass
-            if time.perf_counter() < spin_until:
-                continue
+        first (a deferred call's answer is often there already), then a poll while
+        polling pays (:mod:`.polling`), then ``select``."""
+        try:
+            return os.read(self.from_host, 1 << 20)
+        except BlockingIOError:
+            pass
+        chunk = self.poller.poll(self.from_host)
+        while chunk is None:
             wait = None if deadline is None else deadline - time.monotonic()
             if wait is not None and wait <= 0:
                 raise HostTimeout(timeout)
             select.select([self.from_host], [], [], wait)
+            with suppress(BlockingIOError):
+                chunk = os.read(self.from_host, 1 << 20)
+        return chunk
 
     def ended(self) -> str:
         """How the host ended (it closed the channel): its status or its signal."""
@@ -555,13 +560,14 @@ class RemoteTarget:
                 self._died()
             raise
 
-    def post(self, generation: int, line: bytes) -> None:
+    def post(self, generation: int, line: bytes, now: bool = True) -> None:
         """Send a call (its :func:`.protocol.call_line`) on the current target without
-        waiting for its answer."""
+        waiting for its answer: written at once (the host works on it while the judge
+        goes on), or with ``now`` False at the next flush or wait."""
         host = self.host
         if generation != self.generation or host is None or not host.alive:
             raise HostFailure("a call on a target that is gone (its host ended)")
-        host.send_line(line, now=False)
+        host.send_line(line, now and host.poller.polling)
         self.outstanding += 1
 
     def collect(self, op: Op) -> object:
@@ -669,9 +675,10 @@ class RemoteAdapter:
     def _make(self, call: Call) -> Any:
         return self.remote.call(self.generation, call.op, call_line(call))
 
-    def post(self, call: Call) -> None:
-        """Send ``call`` without waiting (the lockstep driver's deferred calls)."""
-        self.remote.post(self.generation, call_line(call))
+    def post(self, call: Call, now: bool = True) -> None:
+        """Send ``call`` without waiting (the lockstep driver's deferred calls); with
+        ``now`` False it is written at the next :meth:`flush` or wait."""
+        self.remote.post(self.generation, call_line(call), now)
 
     def flush(self) -> None:
         """Send what was posted now (the host works while the judge goes on)."""
