@@ -323,30 +323,39 @@ def host_vs_in_process(rounds: int, examples: int | None = None,
         print(f"host, before / in process, wall time per round: {_spread(walls)}")
 
 
-def round_trips(examples: int = 60, seed: int = 1) -> tuple[int, int]:
-    """(round trips, steps) of one ``kvoffload check`` of the reference in a host: the
-    judge's writes to the host, each followed by a wait for an answer (counted by
-    wrapping ``HostProcess.flush``, which every write goes through)."""
+def round_trips(examples: int = 60, seed: int = 1) -> tuple[int, int, int]:
+    """(round trips, writes, steps) of one ``kvoffload check`` of the reference in a
+    host. A round trip is a wait of the judge for an answer it has not read yet
+    (counted by wrapping ``HostProcess._line``, which every such wait goes through);
+    writes are the judge's writes to the host (``HostProcess.flush`` with something to
+    send): one per round trip when the calls wait for the next wait, up to one per call
+    while the judge writes calls as it posts them (:mod:`~kvoffload.conformance.target.polling`)."""
     from kvoffload.conformance.target import remote
 
-    writes = [0]
-    flush = remote.HostProcess.flush
+    waits, writes = [0], [0]
+    line, flush = remote.HostProcess._line, remote.HostProcess.flush
 
-    def counting(self: remote.HostProcess) -> None:
+    def counting_line(self: remote.HostProcess, timeout: float, during: str) -> bytes:
+        waits[0] += 1
+        return line(self, timeout, during)
+
+    def counting_flush(self: remote.HostProcess) -> None:
         if self.outgoing:
             writes[0] += 1
         flush(self)
 
-    remote.HostProcess.flush = counting  # type: ignore[method-assign]  # counting, restored below
+    remote.HostProcess._line = counting_line  # type: ignore[method-assign]  # counting, restored below
+    remote.HostProcess.flush = counting_flush  # type: ignore[method-assign]  # counting, restored below
     try:
         os.environ.pop("KVOFFLOAD_IN_PROCESS", None)  # the default: a host
         result = run_check("kvoffload.impl:OffloadManager",
                            CheckConfig(seed=seed, max_examples=examples))
     finally:
+        remote.HostProcess._line = line  # type: ignore[method-assign]  # restored
         remote.HostProcess.flush = flush  # type: ignore[method-assign]  # restored
     if result.verdict != "conforms":
         raise SystemExit(f"the reference did not conform: {result.violation}")
-    return writes[0], result.steps
+    return waits[0], writes[0], result.steps
 
 
 def _spread(values: list[float], unit: str = "") -> str:
@@ -378,9 +387,10 @@ def main() -> None:
         host_vs_in_process(args.rounds, args.max_examples, args.boundary)
         return
     if args.round_trips:
-        trips, steps = round_trips()
+        trips, writes, steps = round_trips()
         print(f"round trips to the host, kvoffload check --max-examples 60 --seed 1: "
-              f"{trips:,} for {steps:,} steps ({trips / steps:.2f} per step)")
+              f"{trips:,} for {steps:,} steps ({trips / steps:.2f} per step), in "
+              f"{writes:,} writes")
         return
     if args.boundary is not None:
         boundary_rounds(args.boundary, args.rounds, args.kills)
