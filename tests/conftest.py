@@ -3,15 +3,40 @@ conftest import), so helpers such as :mod:`vllm_releases` import by their plain 
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 
 import pytest
 
 from zygote import Zygote
+
+
+def _compile_once() -> None:
+    """Bytecode written once for the session, to a folder of its own.
+
+    Where bytecode is not written (``PYTHONDONTWRITEBYTECODE``, as on this project's
+    machines), every process the tests start (the CLI, hosts, inner pytest runs, a few
+    hundred in the default tier) compiles kvoffload's modules from source again, about
+    0.15 s of CPU each. The session writes bytecode to a temporary folder instead
+    (``PYTHONPYCACHEPREFIX``, removed at the session's end; nothing is written in the
+    checkout), which its children read. xdist workers inherit the folder."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    folder = tempfile.mkdtemp(prefix="kvoffload-tests-pycache-")
+    atexit.register(shutil.rmtree, folder, True)
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    os.environ["PYTHONPYCACHEPREFIX"] = folder
+    sys.pycache_prefix = folder
+    sys.dont_write_bytecode = False
+
+
+_compile_once()
 
 
 @pytest.fixture(autouse=True)
