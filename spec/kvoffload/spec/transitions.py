@@ -9,14 +9,13 @@ are explained in ``docs/spec.md``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from types import MappingProxyType
 
 from .errors import ChoiceNotAllowed, NotEvictable, NotReadable, UnmatchedCompleteLoad
 from .invariants import broken_invariants  # noqa: F401 - named by the contracts (pre:)
 from .outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
 from .recency import ArcLists, LruOrder
-from .state import Block, CacheState, Orphan
+from .state import Block, CacheState, Orphan, changed
 from .vocabulary import CopyKind, Key, LookupResult, Phase, Ticket, unique
 
 _LOOKUP = MappingProxyType({Phase.ABSENT: LookupResult.MISS, Phase.STORING: LookupResult.PENDING,
@@ -53,9 +52,9 @@ def prepare_load(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, Lo
         if not state.table[key].loads:
             recency = recency.pinned(key)
     old = frozenset(state.table[k] for k in keys)
-    pinned = frozenset(replace(b, loads=(*b.loads, ticket)) for b in old)
+    pinned = frozenset(Block(b.key, b.phase, b.slot, b.ticket, (*b.loads, ticket)) for b in old)
     slots = tuple(state.table[k].slot for k in keys)
-    new = replace(state, blocks=(state.blocks - old) | pinned, recency=recency,
+    new = changed(state, blocks=(state.blocks - old) | pinned, recency=recency,
                   next_ticket=ticket + 1)
     return new, LoadPlan(keys, slots, state.epoch, ticket)
 
@@ -88,10 +87,11 @@ def complete_load(
     if not applied and not released:
         return state, Completion(ignored=ignored)  # no job finished: nothing changes
     old = frozenset(state.table[k] for k in applied)
-    read = frozenset(replace(b, loads=_without(b.loads, jobs[b.key][1])) for b in old)
+    read = frozenset(Block(b.key, b.phase, b.slot, b.ticket, _without(b.loads, jobs[b.key][1]))
+                     for b in old)
     freed = tuple(k for k in applied if state.table[k].readers == 1)
     orphans = _finishing(state, {k: jobs[k][1] for k in released}, CopyKind.LOAD)
-    new = replace(state, blocks=(state.blocks - old) | read, orphans=orphans,
+    new = changed(state, blocks=(state.blocks - old) | read, orphans=orphans,
                   recency=state.recency.evictable(freed))
     return new, Completion(applied=applied, released=released, ignored=ignored)
 
@@ -105,7 +105,7 @@ def touch(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, None]:
     recency = state.recency.touched(unique(keys), state.keys_in(Phase.READY))
     if recency == state.recency:
         return state, None  # the order is as it was: nothing changes
-    return replace(state, recency=recency), None
+    return changed(state, recency=recency), None
 
 
 def prepare_store(
@@ -145,7 +145,7 @@ def prepare_store(
     ticket = state.next_ticket
     stored = frozenset(Block(k, Phase.STORING, s, ticket)
                        for k, s in zip(new_keys, chosen, strict=True))
-    new = replace(state, blocks=blocks | stored, recency=recency, next_ticket=ticket + 1)
+    new = changed(state, blocks=blocks | stored, recency=recency, next_ticket=ticket + 1)
     return new, StorePlan(new_keys, chosen, evicted, state.epoch, ticket)
 
 
@@ -174,14 +174,14 @@ def complete_store(
     orphans = _finishing(state, {k: jobs[k][1] for k in released}, CopyKind.STORE)
     recency = state.recency
     if success:
-        ready = frozenset(replace(b, phase=Phase.READY, ticket=None) for b in finished)
+        ready = frozenset(Block(b.key, Phase.READY, b.slot, None, b.loads) for b in finished)
         recency = recency.evictable(applied)
     else:
         ready = frozenset()
         for key in applied:
             recency = recency.removed(key)
     blocks = (state.blocks - finished) | ready
-    new = replace(state, blocks=blocks, orphans=orphans, recency=recency)
+    new = changed(state, blocks=blocks, orphans=orphans, recency=recency)
     return new, Completion(applied=applied, released=released, ignored=ignored)
 
 
@@ -199,7 +199,7 @@ def reset_cache(state: CacheState) -> tuple[CacheState, int]:
     """
     running = frozenset(_orphan_of(b, state.epoch) for b in state.blocks
                         if b.phase is Phase.STORING or b.loads)
-    new = replace(state, blocks=frozenset(), orphans=state.orphans | running,
+    new = changed(state, blocks=frozenset(), orphans=state.orphans | running,
                   recency=state.recency.cleared(), epoch=state.epoch + 1)
     return new, new.epoch
 
@@ -213,7 +213,7 @@ def take_events(state: CacheState) -> tuple[CacheState, Events]:
     """
     ready = state.keys_in(Phase.READY)
     events = Events(stored=ready - state.announced, removed=state.announced - ready)
-    return replace(state, announced=ready), events
+    return changed(state, announced=ready), events
 
 
 def evict_in_background(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, None]:
@@ -240,7 +240,7 @@ def evict_in_background(state: CacheState, keys: Iterable[Key]) -> tuple[CacheSt
     for key in keys:
         recency = recency.evicted(key)
     gone = frozenset(state.table[k] for k in keys)
-    return replace(state, blocks=state.blocks - gone, recency=recency), None
+    return changed(state, blocks=state.blocks - gone, recency=recency), None
 
 
 def fail_node(state: CacheState) -> tuple[CacheState, None]:
@@ -258,7 +258,7 @@ def fail_node(state: CacheState) -> tuple[CacheState, None]:
     post: __return__[0].orphans == state.orphans and __return__[0].epoch == state.epoch
     post: __return__[0].next_ticket == state.next_ticket
     """
-    return replace(state, blocks=frozenset(), recency=state.recency.cleared()), None
+    return changed(state, blocks=frozenset(), recency=state.recency.cleared()), None
 
 
 # --- helpers ---------------------------------------------------------------------
@@ -328,7 +328,8 @@ def _finishing(
         if found is not None:
             orphans = orphans - {found}
             if found.count > 1:
-                orphans = orphans | {replace(found, tickets=_without(found.tickets, ticket))}
+                orphans = orphans | {Orphan(found.key, found.kind, found.epoch, found.slot,
+                                            _without(found.tickets, ticket))}
     return orphans
 
 
