@@ -91,7 +91,15 @@ class CacheState:
         return Phase.ABSENT if block is None else block.phase
 
     def keys_in(self, phase: Phase) -> frozenset[Key]:
+        if phase is Phase.READY:
+            return self._ready
         return frozenset(b.key for b in self.blocks if b.phase is phase)
+
+    @cached_property
+    def _ready(self) -> frozenset[Key]:
+        """``keys_in(Phase.READY)``, derived once per state (each ``touch`` asks, and a
+        model checker touches one state with every sequence of keys)."""
+        return frozenset(b.key for b in self.blocks if b.phase is Phase.READY)
 
     def evictable(self) -> frozenset[Key]:
         """READY blocks with no readers: the only ones eviction may take (decision D4)."""

@@ -42,18 +42,19 @@ def prepare_load(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, Lo
     raises: NotReadable
     """
     keys = unique(keys)
-    unreadable = tuple(k for k in keys if state.phase(k) is not Phase.READY)
+    table = state.table
+    unreadable = tuple(k for k in keys if k not in table or table[k].phase is not Phase.READY)
     if unreadable:
         raise NotReadable(f"only READY blocks can be loaded; not READY: {unreadable!r}",
                           keys=unreadable)
     ticket = state.next_ticket
     recency = state.recency
     for key in keys:
-        if not state.table[key].loads:
+        if not table[key].loads:
             recency = recency.pinned(key)
-    old = frozenset(state.table[k] for k in keys)
+    old = frozenset(table[k] for k in keys)
     pinned = frozenset(Block(b.key, b.phase, b.slot, b.ticket, (*b.loads, ticket)) for b in old)
-    slots = tuple(state.table[k].slot for k in keys)
+    slots = tuple(table[k].slot for k in keys)
     new = changed(state, blocks=(state.blocks - old) | pinned, recency=recency,
                   next_ticket=ticket + 1)
     return new, LoadPlan(keys, slots, state.epoch, ticket)
@@ -131,7 +132,8 @@ def prepare_store(
     raises: ChoiceNotAllowed
     """
     keys = unique(keys)
-    new_keys = tuple(k for k in keys if state.phase(k) is Phase.ABSENT)
+    table = state.table
+    new_keys = tuple(k for k in keys if k not in table)  # ABSENT: no live block
     candidates = state.evictable() - frozenset(keys)
     free = len(state.free_slots())
     needed = max(0, len(new_keys) - free)
@@ -139,9 +141,12 @@ def prepare_store(
         return state, StoreRejected(needed=len(new_keys), available=free + len(candidates))
     _check_victims(candidates, needed, victims)
     recency, evicted = _requests(state.recency, new_keys, free, candidates, victims)
-    blocks = state.blocks - frozenset(state.table[k] for k in evicted)
-    freed = frozenset(state.table[k].slot for k in evicted)
-    chosen = _choose_slots(tuple(sorted({*state.free_slots(), *freed})), len(new_keys), slots)
+    if evicted:
+        blocks = state.blocks - frozenset(table[k] for k in evicted)
+        open_slots = tuple(sorted({*state.free_slots(), *(table[k].slot for k in evicted)}))
+    else:  # the free slots as they are, lowest first
+        blocks, open_slots = state.blocks, state.free_slots()
+    chosen = _choose_slots(open_slots, len(new_keys), slots)
     ticket = state.next_ticket
     stored = frozenset(Block(k, Phase.STORING, s, ticket)
                        for k, s in zip(new_keys, chosen, strict=True))
