@@ -21,6 +21,10 @@ from .vocabulary import Key, LookupResult, Ticket
 class Op(enum.Enum):
     """The operations, by vLLM's names, and the environment's one transition."""
 
+    __hash__ = object.__hash__
+    """By identity, as they compare: Enum's own hashes the member's name in Python, and
+    every call the spec applies is found by its ``Op`` (:func:`apply`)."""
+
     LOOKUP = "lookup"
     PREPARE_LOAD = "prepare_load"
     COMPLETE_LOAD = "complete_load"
