@@ -31,6 +31,7 @@ so the environment can skip calls that are renamings of each other.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
+from functools import lru_cache
 from itertools import permutations
 
 from kvoffload.spec import ArcLists, Block, LruOrder, Orphan
@@ -87,11 +88,20 @@ def canonical(node: Node, keys: tuple[str, ...]) -> tuple[Form, tuple[int, ...] 
         block, own, running, finished = (blocks.get(key), orphans.get(key, ()),
                                          jobs.get(key, ()), done.get(key, ()))
         component = () if block is None and not own and not running and not finished \
-            else _component(block, own, running, finished, {})  # () for a key with nothing
+            else _own_component(block, tuple(own), tuple(running), tuple(finished))
         sigs.append((component, tuple(where.get(key, ())), key in announced))
     distinct = sorted(set(sigs))
     cls = {sig: i for i, sig in enumerate(distinct)}
     return (s.epoch, p, tuple(sorted(sigs))), tuple(cls[sig] for sig in sigs)
+
+
+@lru_cache(maxsize=1 << 16)
+def _own_component(block: Block | None, orphans: tuple[Orphan, ...], jobs: tuple[Job, ...],
+                   done: tuple[tuple[str, int], ...]) -> tuple[object, ...]:
+    """:func:`_component` with the key's own slot numbering, computed once per distinct
+    argument (a key with nothing gets ``()`` without it): a TINY exploration of spec-arc
+    asks for 59,132 components, of which 291 are distinct."""
+    return _component(block, orphans, jobs, done, {})
 
 
 def _component(block: Block | None, orphans: Iterable[Orphan], jobs: Iterable[Job],

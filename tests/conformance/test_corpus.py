@@ -70,10 +70,18 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-def test_every_case_follows_the_schema(corpus: Path) -> None:
+@pytest.fixture(scope="module")
+def cases(corpus: Path) -> tuple[dict[str, Any], ...]:
+    """``load_cases(corpus)``, read once for the tests that only read the cases: each of
+    the 40-odd tests that read them read every file again (41,080 files parsed in one
+    run of this file). A test that changes a case reads its own (``load_cases``);
+    :func:`test_the_shared_cases_are_the_files_as_written` checks nothing changed them."""
+    return tuple(load_cases(corpus))
+
+
+def test_every_case_follows_the_schema(cases: tuple[dict[str, Any], ...]) -> None:
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     validator = jsonschema.Draft202012Validator(schema)
-    cases = load_cases(corpus)
     assert len(cases) > 300
     for case in cases:
         errors = sorted(validator.iter_errors(case), key=str)
@@ -231,7 +239,8 @@ def test_tags_say_profile_and_assumptions() -> None:
 @pytest.mark.parametrize(("level", "policy"), [("any", "lru"), ("exact", "lru"),
                                                ("exact", "arc")])
 def test_the_reference_passes_every_case(
-    corpus: Path, level: str, policy: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    corpus: Path, cases: tuple[dict[str, Any], ...], level: str, policy: str,
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     host = [] if level == "any" else ["--in-process"]  # one run through a host, as check
     assert main(["corpus", "replay", str(corpus), "--level", level, "--policy", policy,
@@ -241,16 +250,15 @@ def test_the_reference_passes_every_case(
     assert " 0 failed, 0 skipped" in out
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["verdict"] == "conforms"
-    assert report["run"]["corpus"]["passed"] == len(load_cases(corpus))
+    assert report["run"]["corpus"]["passed"] == len(cases)
 
 
 VARIANTS = [e for e in CATALOGUE if e.kind == "variant"]
 
 
-def test_every_expect_is_the_spec_answer(corpus: Path) -> None:
+def test_every_expect_is_the_spec_answer(cases: tuple[dict[str, Any], ...]) -> None:
     """The answers written for other replayers (the Python replay reads none of them)
     are the spec's, read as docs/corpus.md describes them (corpus_expect.py)."""
-    cases = load_cases(corpus)
     assert {c["source"] for c in cases} == {"scenario", "engines", "selftest",
                                              "counterexample", "tiny"}
     assert [d for c in cases if (d := spec_disagrees(c))] == []
@@ -282,14 +290,15 @@ def test_the_arc_variants_are_self_test_variants() -> None:
 
 
 @pytest.mark.parametrize("entry", VARIANTS, ids=lambda e: e.label)
-def test_each_seeded_variant_fails_its_selftest_case(corpus: Path, entry: Any) -> None:
+def test_each_seeded_variant_fails_its_selftest_case(cases: tuple[dict[str, Any], ...],
+                                                     entry: Any) -> None:
     """Replayed at the variant's own policy and level, in this process."""
     from kvoffload.conformance.selftest import mutants
 
     config = CheckConfig(policy=entry.policy, level=entry.level)
     prepared = prepare(entry.target, config, getattr(mutants, entry.cls))
     name = f"selftest-{entry.cls}-{entry.policy.value}-{entry.level.value}"
-    case = next(c for c in load_cases(corpus) if c["name"] == name)
+    case = next(c for c in cases if c["name"] == name)
     assert isinstance(replay_case(case, prepared.make_adapter, config), PropertyViolation)
 
 
@@ -421,20 +430,29 @@ def test_a_plan_with_extra_slots_fails_the_case_instead_of_crashing() -> None:
     (AnnouncesAgain, "events"),
     (RemovesUnannounced, "events"),
 ])
-def test_replay_fails_hostile_targets_on_the_property_check_names(corpus: Path, target: type,
-                                                                  prop: str) -> None:
+def test_replay_fails_hostile_targets_on_the_property_check_names(
+        cases: tuple[dict[str, Any], ...], target: type, prop: str) -> None:
     """Regression: the replayer read native answers leniently (7 of these 8 hostile
     targets passed every case), then through its own rules with free-text failures.
     It now judges with check's lockstep: each fails the property check names for it
     (tests/conformance/test_native.py), and only that one."""
-    failures = [failed for c in load_cases(corpus) if c["source"] != "tiny"
+    failures = [failed for c in cases if c["source"] != "tiny"
                 and isinstance(failed := _replay(c, target), PropertyViolation)]
     assert failures, f"{target.__name__} passed every case"
     assert {f.prop for f in failures} == {prop}, [str(f)[:200] for f in failures[:3]]
 
 
-def test_replay_passes_a_correct_target_with_lists_for_tuples(corpus: Path) -> None:
+def test_replay_passes_a_correct_target_with_lists_for_tuples(
+        cases: tuple[dict[str, Any], ...]) -> None:
     """The control: fresh lists where the records hold tuples are not a failure (the
     reference itself: test_the_reference_passes_every_case)."""
-    failed = [c["name"] for c in load_cases(corpus) if _replay(c, ListsAndSets) is not None]
+    failed = [c["name"] for c in cases if _replay(c, ListsAndSets) is not None]
     assert failed == [], failed[:3]
+
+
+def test_the_shared_cases_are_the_files_as_written(corpus: Path,
+                                                   cases: tuple[dict[str, Any], ...]) -> None:
+    """The ``cases`` fixture is one read shared by many tests: none of them changed a
+    case (run last in this file, after every test that reads them)."""
+    assert list(cases) == load_cases(corpus)
+    assert len({c["name"] for c in cases}) == len(cases)

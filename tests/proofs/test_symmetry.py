@@ -105,3 +105,27 @@ def test_shared_slots_fall_back_to_the_exact_form() -> None:
     form, classes = canonical(node, ("a", "b", "c"))
     assert classes is None
     assert form == ("shared", exact_form(node, ("a", "b", "c")))
+
+
+def test_a_key_s_component_is_kept_by_everything_it_reads() -> None:
+    """canonical() keeps each key's component by its block, orphans, jobs and finished
+    jobs (``_own_component``): nodes that differ in one of them alone get forms of their
+    own, whichever was asked first, and the same forms as with nothing kept."""
+    from proofs.modelcheck import symmetry
+
+    from kvoffload.spec import initial_state, prepare_store, reset_cache
+
+    state, _ = prepare_store(initial_state(2), ["a"])
+    orphaned, _ = reset_cache(state)
+    nodes = [Node(state), Node(state, (("store", "a", 0, 0),)),
+             Node(state, (), (("store", "a", 0),)), Node(orphaned),
+             Node(orphaned, (("store", "a", 0, 0),))]
+    for order in (nodes, nodes[::-1]):
+        symmetry._own_component.cache_clear()
+        forms = [canonical(n, ("a", "b"))[0] for n in order]
+        assert len(set(forms)) == len(order)
+        uncached = []
+        for n in order:
+            symmetry._own_component.cache_clear()
+            uncached.append(canonical(n, ("a", "b"))[0])
+        assert forms == uncached

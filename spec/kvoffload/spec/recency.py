@@ -18,7 +18,7 @@ returns a new model. The transitions call, in this vocabulary:
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .errors import InvariantViolation
 from .vocabulary import Key
@@ -131,20 +131,29 @@ class ArcLists:
     b2: tuple[Key, ...] = ()
     p: int = 0
 
+    def _with(self, *, t1: tuple[Key, ...] | None = None, t2: tuple[Key, ...] | None = None,
+              b1: tuple[Key, ...] | None = None, b2: tuple[Key, ...] | None = None,
+              p: int | None = None) -> ArcLists:
+        """These lists with the fields given (None: as they are), a new value: what
+        ``dataclasses.replace`` returns, by one call of the constructor."""
+        return ArcLists(self.capacity, self.t1 if t1 is None else t1,
+                        self.t2 if t2 is None else t2, self.b1 if b1 is None else b1,
+                        self.b2 if b2 is None else b2, self.p if p is None else p)
+
     def adapted(self, key: Key) -> ArcLists:
         b1, b2 = len(self.b1), len(self.b2)
         if key in self.b1:
-            return replace(self, p=min(self.capacity, self.p + max(1, b2 // b1)))
+            return self._with(p=min(self.capacity, self.p + max(1, b2 // b1)))
         if key in self.b2:
-            return replace(self, p=max(0, self.p - max(1, b1 // b2)))
+            return self._with(p=max(0, self.p - max(1, b1 // b2)))
         return self
 
     def inserted(self, key: Key) -> ArcLists:
         if key in self.b1 or key in self.b2:
-            arc = replace(self, b1=_without(self.b1, key), b2=_without(self.b2, key),
-                          t2=(*self.t2, key))
+            arc = self._with(b1=_without(self.b1, key), b2=_without(self.b2, key),
+                           t2=(*self.t2, key))
         else:
-            arc = replace(self, t1=(*self.t1, key))
+            arc = self._with(t1=(*self.t1, key))
         return arc._trimmed()
 
     def _trimmed(self) -> ArcLists:
@@ -156,15 +165,15 @@ class ArcLists:
                 b2 = b2[1:]
             else:
                 b1 = b1[1:]
-        return replace(self, b1=b1, b2=b2)
+        return self._with(b1=b1, b2=b2)
 
     def evictable(self, keys: tuple[Key, ...]) -> ArcLists:
         arc = self
         for key in keys:
             if key in arc.t1:
-                arc = replace(arc, t1=(*_without(arc.t1, key), key))
+                arc = arc._with(t1=(*_without(arc.t1, key), key))
             else:
-                arc = replace(arc, t2=(*_without(arc.t2, key), key))
+                arc = arc._with(t2=(*_without(arc.t2, key), key))
         return arc
 
     def pinned(self, key: Key) -> ArcLists:
@@ -174,18 +183,18 @@ class ArcLists:
         arc = self
         for key in reversed(keys):
             if key in arc.t1 and key not in ready:
-                arc = replace(arc, t1=(*_without(arc.t1, key), key))
+                arc = arc._with(t1=(*_without(arc.t1, key), key))
             elif key in arc.t1 or key in arc.t2:
-                arc = replace(arc, t1=_without(arc.t1, key), t2=(*_without(arc.t2, key), key))
+                arc = arc._with(t1=_without(arc.t1, key), t2=(*_without(arc.t2, key), key))
         return arc
 
     def removed(self, key: Key) -> ArcLists:
-        return replace(self, t1=_without(self.t1, key), t2=_without(self.t2, key))
+        return self._with(t1=_without(self.t1, key), t2=_without(self.t2, key))
 
     def evicted(self, key: Key) -> ArcLists:
         if key in self.t1:
-            return replace(self, t1=_without(self.t1, key), b1=(*self.b1, key))
-        return replace(self, t2=_without(self.t2, key), b2=(*self.b2, key))
+            return self._with(t1=_without(self.t1, key), b1=(*self.b1, key))
+        return self._with(t2=_without(self.t2, key), b2=(*self.b2, key))
 
     def victim(self, candidates: AbstractSet[Key], key: Key) -> Key:
         """REPLACE(key, p): step 2 of the class docstring."""

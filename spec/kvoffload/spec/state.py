@@ -12,7 +12,7 @@ two equal states answer every question the same way.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any
@@ -91,7 +91,15 @@ class CacheState:
         return Phase.ABSENT if block is None else block.phase
 
     def keys_in(self, phase: Phase) -> frozenset[Key]:
+        if phase is Phase.READY:
+            return self._ready
         return frozenset(b.key for b in self.blocks if b.phase is phase)
+
+    @cached_property
+    def _ready(self) -> frozenset[Key]:
+        """``keys_in(Phase.READY)``, derived once per state (each ``touch`` asks, and a
+        model checker touches one state with every sequence of keys)."""
+        return frozenset(b.key for b in self.blocks if b.phase is Phase.READY)
 
     def evictable(self) -> frozenset[Key]:
         """READY blocks with no readers: the only ones eviction may take (decision D4)."""
@@ -137,6 +145,29 @@ class CacheState:
                      if o.key == key and o.kind is kind and ticket in o.tickets), None)
 
 
+def changed(
+    state: CacheState, *, recency: LruOrder | ArcLists | None = None,
+    blocks: frozenset[Block] | None = None, orphans: frozenset[Orphan] | None = None,
+    epoch: int | None = None, announced: frozenset[Key] | None = None,
+    next_ticket: Ticket | None = None,
+) -> CacheState:
+    """``state`` with the fields given (None: as they are), a new value.
+
+    What ``dataclasses.replace`` returns, by one call of the constructor: ``replace``
+    looks the class's fields up again on every call, and a model checker's exploration
+    makes half a million transitions (none of these fields is ever None).
+    """
+    return CacheState(
+        state.capacity, state.policy,
+        state.recency if recency is None else recency,
+        state.blocks if blocks is None else blocks,
+        state.orphans if orphans is None else orphans,
+        state.epoch if epoch is None else epoch,
+        state.announced if announced is None else announced,
+        state.next_ticket if next_ticket is None else next_ticket,
+    )
+
+
 def renumbered(
     state: CacheState, held: tuple[Ticket, ...] = ()
 ) -> tuple[CacheState, dict[Ticket, Ticket]]:
@@ -162,7 +193,7 @@ def renumbered(
                              tuple(names[t] for t in b.loads)) for b in state.blocks)
     orphans = frozenset(Orphan(o.key, o.kind, o.epoch, o.slot, tuple(names[t] for t in o.tickets))
                         for o in state.orphans)
-    return replace(state, blocks=blocks, orphans=orphans, next_ticket=len(names)), names
+    return changed(state, blocks=blocks, orphans=orphans, next_ticket=len(names)), names
 
 
 def initial_state(capacity: int, policy: Policy = Policy.LRU) -> CacheState:

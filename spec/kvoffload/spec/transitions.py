@@ -9,14 +9,13 @@ are explained in ``docs/spec.md``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from types import MappingProxyType
 
 from .errors import ChoiceNotAllowed, NotEvictable, NotReadable, UnmatchedCompleteLoad
 from .invariants import broken_invariants  # noqa: F401 - named by the contracts (pre:)
 from .outputs import Completion, Events, LoadPlan, StorePlan, StoreRejected
 from .recency import ArcLists, LruOrder
-from .state import Block, CacheState, Orphan
+from .state import Block, CacheState, Orphan, changed
 from .vocabulary import CopyKind, Key, LookupResult, Phase, Ticket, unique
 
 _LOOKUP = MappingProxyType({Phase.ABSENT: LookupResult.MISS, Phase.STORING: LookupResult.PENDING,
@@ -43,19 +42,20 @@ def prepare_load(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, Lo
     raises: NotReadable
     """
     keys = unique(keys)
-    unreadable = tuple(k for k in keys if state.phase(k) is not Phase.READY)
+    table = state.table
+    unreadable = tuple(k for k in keys if k not in table or table[k].phase is not Phase.READY)
     if unreadable:
         raise NotReadable(f"only READY blocks can be loaded; not READY: {unreadable!r}",
                           keys=unreadable)
     ticket = state.next_ticket
     recency = state.recency
     for key in keys:
-        if not state.table[key].loads:
+        if not table[key].loads:
             recency = recency.pinned(key)
-    old = frozenset(state.table[k] for k in keys)
-    pinned = frozenset(replace(b, loads=(*b.loads, ticket)) for b in old)
-    slots = tuple(state.table[k].slot for k in keys)
-    new = replace(state, blocks=(state.blocks - old) | pinned, recency=recency,
+    old = frozenset(table[k] for k in keys)
+    pinned = frozenset(Block(b.key, b.phase, b.slot, b.ticket, (*b.loads, ticket)) for b in old)
+    slots = tuple(table[k].slot for k in keys)
+    new = changed(state, blocks=(state.blocks - old) | pinned, recency=recency,
                   next_ticket=ticket + 1)
     return new, LoadPlan(keys, slots, state.epoch, ticket)
 
@@ -88,10 +88,11 @@ def complete_load(
     if not applied and not released:
         return state, Completion(ignored=ignored)  # no job finished: nothing changes
     old = frozenset(state.table[k] for k in applied)
-    read = frozenset(replace(b, loads=_without(b.loads, jobs[b.key][1])) for b in old)
+    read = frozenset(Block(b.key, b.phase, b.slot, b.ticket, _without(b.loads, jobs[b.key][1]))
+                     for b in old)
     freed = tuple(k for k in applied if state.table[k].readers == 1)
     orphans = _finishing(state, {k: jobs[k][1] for k in released}, CopyKind.LOAD)
-    new = replace(state, blocks=(state.blocks - old) | read, orphans=orphans,
+    new = changed(state, blocks=(state.blocks - old) | read, orphans=orphans,
                   recency=state.recency.evictable(freed))
     return new, Completion(applied=applied, released=released, ignored=ignored)
 
@@ -105,7 +106,7 @@ def touch(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, None]:
     recency = state.recency.touched(unique(keys), state.keys_in(Phase.READY))
     if recency == state.recency:
         return state, None  # the order is as it was: nothing changes
-    return replace(state, recency=recency), None
+    return changed(state, recency=recency), None
 
 
 def prepare_store(
@@ -131,7 +132,8 @@ def prepare_store(
     raises: ChoiceNotAllowed
     """
     keys = unique(keys)
-    new_keys = tuple(k for k in keys if state.phase(k) is Phase.ABSENT)
+    table = state.table
+    new_keys = tuple(k for k in keys if k not in table)  # ABSENT: no live block
     candidates = state.evictable() - frozenset(keys)
     free = len(state.free_slots())
     needed = max(0, len(new_keys) - free)
@@ -139,13 +141,16 @@ def prepare_store(
         return state, StoreRejected(needed=len(new_keys), available=free + len(candidates))
     _check_victims(candidates, needed, victims)
     recency, evicted = _requests(state.recency, new_keys, free, candidates, victims)
-    blocks = state.blocks - frozenset(state.table[k] for k in evicted)
-    freed = frozenset(state.table[k].slot for k in evicted)
-    chosen = _choose_slots(tuple(sorted({*state.free_slots(), *freed})), len(new_keys), slots)
+    if evicted:
+        blocks = state.blocks - frozenset(table[k] for k in evicted)
+        open_slots = tuple(sorted({*state.free_slots(), *(table[k].slot for k in evicted)}))
+    else:  # the free slots as they are, lowest first
+        blocks, open_slots = state.blocks, state.free_slots()
+    chosen = _choose_slots(open_slots, len(new_keys), slots)
     ticket = state.next_ticket
     stored = frozenset(Block(k, Phase.STORING, s, ticket)
                        for k, s in zip(new_keys, chosen, strict=True))
-    new = replace(state, blocks=blocks | stored, recency=recency, next_ticket=ticket + 1)
+    new = changed(state, blocks=blocks | stored, recency=recency, next_ticket=ticket + 1)
     return new, StorePlan(new_keys, chosen, evicted, state.epoch, ticket)
 
 
@@ -174,14 +179,14 @@ def complete_store(
     orphans = _finishing(state, {k: jobs[k][1] for k in released}, CopyKind.STORE)
     recency = state.recency
     if success:
-        ready = frozenset(replace(b, phase=Phase.READY, ticket=None) for b in finished)
+        ready = frozenset(Block(b.key, Phase.READY, b.slot, None, b.loads) for b in finished)
         recency = recency.evictable(applied)
     else:
         ready = frozenset()
         for key in applied:
             recency = recency.removed(key)
     blocks = (state.blocks - finished) | ready
-    new = replace(state, blocks=blocks, orphans=orphans, recency=recency)
+    new = changed(state, blocks=blocks, orphans=orphans, recency=recency)
     return new, Completion(applied=applied, released=released, ignored=ignored)
 
 
@@ -199,7 +204,7 @@ def reset_cache(state: CacheState) -> tuple[CacheState, int]:
     """
     running = frozenset(_orphan_of(b, state.epoch) for b in state.blocks
                         if b.phase is Phase.STORING or b.loads)
-    new = replace(state, blocks=frozenset(), orphans=state.orphans | running,
+    new = changed(state, blocks=frozenset(), orphans=state.orphans | running,
                   recency=state.recency.cleared(), epoch=state.epoch + 1)
     return new, new.epoch
 
@@ -213,7 +218,7 @@ def take_events(state: CacheState) -> tuple[CacheState, Events]:
     """
     ready = state.keys_in(Phase.READY)
     events = Events(stored=ready - state.announced, removed=state.announced - ready)
-    return replace(state, announced=ready), events
+    return changed(state, announced=ready), events
 
 
 def evict_in_background(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, None]:
@@ -240,7 +245,7 @@ def evict_in_background(state: CacheState, keys: Iterable[Key]) -> tuple[CacheSt
     for key in keys:
         recency = recency.evicted(key)
     gone = frozenset(state.table[k] for k in keys)
-    return replace(state, blocks=state.blocks - gone, recency=recency), None
+    return changed(state, blocks=state.blocks - gone, recency=recency), None
 
 
 def fail_node(state: CacheState) -> tuple[CacheState, None]:
@@ -258,7 +263,7 @@ def fail_node(state: CacheState) -> tuple[CacheState, None]:
     post: __return__[0].orphans == state.orphans and __return__[0].epoch == state.epoch
     post: __return__[0].next_ticket == state.next_ticket
     """
-    return replace(state, blocks=frozenset(), recency=state.recency.cleared()), None
+    return changed(state, blocks=frozenset(), recency=state.recency.cleared()), None
 
 
 # --- helpers ---------------------------------------------------------------------
@@ -328,7 +333,8 @@ def _finishing(
         if found is not None:
             orphans = orphans - {found}
             if found.count > 1:
-                orphans = orphans | {replace(found, tickets=_without(found.tickets, ticket))}
+                orphans = orphans | {Orphan(found.key, found.kind, found.epoch, found.slot,
+                                            _without(found.tickets, ticket))}
     return orphans
 
 

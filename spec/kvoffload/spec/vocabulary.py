@@ -23,6 +23,10 @@ tickets only for equality, never order them, so a model checker may renumber the
 class Phase(enum.Enum):
     """Where one key is in its lifecycle: ABSENT -> STORING -> READY -> ABSENT."""
 
+    __hash__ = object.__hash__
+    """By identity, as they compare: Enum's own hashes the member's name in Python, and
+    each block's hash hashes its phase (a model checker hashes millions of blocks)."""
+
     ABSENT = "absent"
     STORING = "storing"
     READY = "ready"
