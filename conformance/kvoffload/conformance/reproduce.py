@@ -15,6 +15,7 @@ from .config import CheckConfig
 from .judge.guard import timed_calls
 from .judge.lockstep import replay
 from .target.remote import is_exec_target, target_session
+from .target.targets import with_target_defaults
 
 REPLAY_OPTIONS = ("profile", "policy", "level", "eviction", "fault", "assume", "capacity",
                   "adapter", "call_timeout")
@@ -39,9 +40,11 @@ def reproduce(
     """Replay ``calls`` against ``target`` in lockstep with the spec.
 
     Raises :class:`~kvoffload.conformance.errors.PropertyViolation` if the target still
-    diverges; returns quietly once it conforms on this trace.
+    diverges; returns quietly once it conforms on this trace. An option the
+    configuration does not name takes the kind of target's default, as in ``check``
+    (``mooncake==``: ``eviction`` background; a report's configuration names them all).
     """
-    config = config_from(configuration)
+    config = with_target_defaults(target, config_from(configuration))
     # A Python target replays in this process (a reproducer is for debugging it); an
     # ``exec:`` target through its host.
     with target_session(target, config, in_process=not is_exec_target(target)) as prepared:
