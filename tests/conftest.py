@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from host_zygote import HostZygote
 from zygote import Zygote
 
 
@@ -38,6 +39,33 @@ def lmcache_zygote() -> Iterator[Zygote]:
     zygote = Zygote()
     yield zygote
     zygote.close()
+
+
+@pytest.fixture(scope="session")
+def lmcache_host_zygote() -> Iterator[HostZygote]:
+    """One process for the session that has imported the suite's host, torch and LMCache;
+    each Python host of :func:`lmcache_hosts` is a fork of it (:mod:`host_zygote`)."""
+    from kvoffload.conformance.target import remote
+
+    zygote = HostZygote(remote._python_host()[1])
+    yield zygote
+    zygote.close()
+
+
+@pytest.fixture
+def lmcache_hosts(lmcache_host_zygote: HostZygote, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge's Python hosts, for this test, forks of :func:`lmcache_host_zygote`
+    (LMCache imported once, not once per host: about 3.5 s of CPU each). For tests whose
+    subject is what a host does, not how it starts; the host's own start is tested in
+    test_host.py and test_isolation.py."""
+    from kvoffload.conformance.target import remote
+
+    real = remote._python_host
+
+    def forked() -> tuple[list[str], dict[str, str]]:
+        return lmcache_host_zygote.command(), real()[1]
+
+    monkeypatch.setattr(remote, "_python_host", forked)
 
 
 @functools.cache
