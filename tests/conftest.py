@@ -34,9 +34,11 @@ def _lmcache_installed(request: pytest.FixtureRequest) -> None:
 @pytest.fixture(scope="session")
 def lmcache_zygote() -> Iterator[Zygote]:
     """One process for the session that has imported torch and LMCache and nothing of
-    kvoffload; each engine script runs in a fork of it (:mod:`zygote`), started at its
-    first run."""
+    kvoffload; each engine script runs in a fork of it (:mod:`zygote`). Started at once,
+    so its imports run beside the first test's own (without LMCache it ends at once, and
+    the tests that asked for it skip)."""
     zygote = Zygote()
+    zygote.start()
     yield zygote
     zygote.close()
 
@@ -48,6 +50,7 @@ def lmcache_host_zygote() -> Iterator[HostZygote]:
     from kvoffload.conformance.target import remote
 
     zygote = HostZygote(remote._python_host()[1])
+    zygote.start()  # as lmcache_zygote: its imports run beside the first test's
     yield zygote
     zygote.close()
 

@@ -177,13 +177,17 @@ class HostZygote:
 
     def command(self) -> list[str]:
         """The host command: ``python -S -c LAUNCHER SOCKET`` (the judge appends the
-        host's own arguments, ``--lifeline FD``). Starts the zygote on first use."""
+        host's own arguments, ``--lifeline FD``). Starts the zygote if need be."""
+        self.start()
+        return [sys.executable, "-S", "-c", _LAUNCHER, self.socket]
+
+    def start(self) -> None:
+        """Start the zygote's imports now, without waiting for them."""
         if self.process is None:
             self.process = subprocess.Popen(
                 [sys.executable, "-c", _SERVER, self.socket, json.dumps(list(self.preload))],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 cwd=self.folder.name, env=self.env)
-        return [sys.executable, "-S", "-c", _LAUNCHER, self.socket]
 
     def close(self) -> None:
         if self.process is not None:

@@ -117,9 +117,13 @@ class Zygote:
         self.process: subprocess.Popen[bytes] | None = None
         self.runs = 0
 
+    def start(self) -> None:
+        """Start the zygote's imports now, without waiting for them (a test session
+        starts it while its first test imports LMCache itself)."""
+        self._start()
+
     def _start(self) -> subprocess.Popen[bytes]:
-        """The zygote's process, started on the first run (so a test that skips, LMCache
-        missing, never starts it)."""
+        """The zygote's process, started by :meth:`start` or the first run."""
         if self.process is not None:
             return self.process
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
