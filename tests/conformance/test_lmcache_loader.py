@@ -28,7 +28,7 @@ def _missing(name: str) -> str:
 def test_missing_lmcache_exits_2_saying_how_to_install(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(lmcache_loader.importlib.metadata, "version", _missing)
+    monkeypatch.setattr(importlib.metadata, "version", _missing)
     # In process: the patched metadata must be what loads the target (since issue 22 a
     # plain check loads it in a host process, which no monkeypatch reaches). Set through
     # monkeypatch, not --in-process, which sets it for the rest of the test session.
@@ -42,7 +42,7 @@ def test_missing_lmcache_exits_2_saying_how_to_install(
 def test_another_installed_release_exits_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(lmcache_loader.importlib.metadata, "version", lambda name: "0.3.1")
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.3.1")
     monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")  # as above
     assert main(["check", "lmcache==0.5.6", "--quiet"]) == 2
     assert "the installed LMCache is 0.3.1, not 0.5.6" in capsys.readouterr().err
@@ -61,7 +61,7 @@ def test_backend_follows_the_adapter_option() -> None:
 
 
 def test_only_lru_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lmcache_loader.importlib.metadata, "version", lambda name: "0.5.6")
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.5.6")
     with pytest.raises(UsageError, match="--policy lru"):
         lmcache_loader.lmcache_factory("lmcache==0.5.6", CheckConfig(policy=Policy.ARC))
 
