@@ -44,13 +44,13 @@ def lmcache_zygote() -> Iterator[Zygote]:
 
 
 @pytest.fixture(scope="session")
-def lmcache_host_zygote() -> Iterator[HostZygote]:
-    """One process for the session that has imported the suite's host, torch and LMCache;
-    each Python host of :func:`lmcache_hosts` is a fork of it (:mod:`host_zygote`)."""
+def lmcache_host_zygote(lmcache_zygote: Zygote) -> Iterator[HostZygote]:
+    """One process for the session that has imported the suite's host, torch and LMCache
+    (a fork of :func:`lmcache_zygote` that imports the host's modules, made at the first
+    host); each Python host of :func:`lmcache_hosts` is a fork of it (:mod:`host_zygote`)."""
     from kvoffload.conformance.target import remote
 
-    zygote = HostZygote(remote._python_host()[1])
-    zygote.start()  # as lmcache_zygote: its imports run beside the first test's
+    zygote = HostZygote(remote._python_host()[1], lmcache_zygote)
     yield zygote
     zygote.close()
 

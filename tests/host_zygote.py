@@ -4,14 +4,20 @@ A check of ``lmcache==X`` runs its target in the suite's Python host
 (``python -m kvoffload.conformance.target.host``, :mod:`kvoffload.conformance.target.remote`),
 and most of such a host's start is importing torch and LMCache: about 3.5 s of CPU for a
 record replay whose calls take milliseconds (:func:`.engine_script.record`, one per
-engine-native reproducer). :class:`HostZygote` is one process per test session, started with
-the host's own command environment, that imports the host module, torch and the LMCache modules
-the adapters use, calls :func:`gc.freeze` (as tests/zygote.py does) and waits. The judge's
-host command is replaced (:meth:`HostZygote.command`) by a small launcher,
-``python -S -c LAUNCHER``, that hands the zygote its standard descriptors and its lifeline
-over a Unix socket and then waits: the zygote forks a child that takes them as 0, 1 and 2,
-leads a session of its own, and runs the host module as ``python -m`` would, with the
-arguments the judge gave; the launcher exits with the child's exit status (or dies of its signal).
+engine-native reproducer). :class:`HostZygote` is one process per test session that has
+those imports and the host's, and forks a host per run:
+
+- **Made from the LMCache zygote** (:mod:`zygote`): a fork of it that the zygote does not
+  wait for (:meth:`zygote.Zygote.spawn`), so torch and LMCache are imported once per
+  session for both. The fork takes the host's environment (kvoffload's folders on
+  ``PYTHONPATH`` and ``sys.path``, ``LMCACHE_LOG_LEVEL=ERROR`` as ``lmcache_loader`` sets
+  it, and LMCache's loggers, made at the zygote's import, set to that level), imports the
+  host module and the LMCache adapters, calls :func:`gc.freeze` and waits on a Unix socket.
+- **The host command** (:meth:`HostZygote.command`) replaces the judge's: a small launcher,
+  ``python -S -c LAUNCHER SOCKET``, hands the zygote its standard descriptors and its
+  lifeline and then waits; the zygote forks a child that takes them as 0, 1 and 2, leads a
+  session of its own, and runs the host module as ``python -m`` would, with the arguments
+  the judge gave; the launcher exits with the child's exit status (or dies of its signal).
 
 What a test sees differs from a plain host only in the process that the judge waits for
 (the launcher) and in what the host had imported before its ``hello``; the protocol, the
@@ -24,11 +30,15 @@ runs (a fork copies only the calling thread) and refuses otherwise: the launcher
 
 from __future__ import annotations
 
+import contextlib
 import json
-import subprocess
+import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
+
+from zygote import Zygote
 
 PRELOADED = (
     "kvoffload.conformance.target.host",
@@ -36,20 +46,22 @@ PRELOADED = (
     "kvoffload.conformance.target.targets",
     "kvoffload.conformance.target.lmcache_loader",
     "kvoffload.conformance.target.lmcache_adapters",
-    "torch",
-    "lmcache.utils",
-    "lmcache.v1.config",
-    "lmcache.v1.memory_allocators.host_memory_allocator",
-    "lmcache.v1.pin_monitor",
-    "lmcache.v1.storage_backend.local_cpu_backend",
     "lmcache.v1.storage_backend.local_disk_backend",
 )
-"""What each host of an LMCache target imports before its first call."""
+"""What each host of an LMCache target imports before its first call, besides what the
+LMCache zygote has imported (:data:`zygote.PRELOADED`)."""
 
 _SERVER = r'''
-import array, gc, json, os, select, signal, socket, sys, threading
+import array, gc, json, logging, os, select, signal, socket, sys, threading
 
+with open(sys.argv[3]) as given:  # the host's environment, as remote gives it a host
+    os.environ.clear()
+    os.environ.update(json.load(given))
+sys.path[1:1] = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 os.environ.setdefault("LMCACHE_LOG_LEVEL", "ERROR")  # as lmcache_loader sets it
+for name, logger in logging.Logger.manager.loggerDict.items():  # made at the zygote's import
+    if name.split(".")[0] == "lmcache" and isinstance(logger, logging.Logger):
+        logger.setLevel(os.environ["LMCACHE_LOG_LEVEL"])
 for name in json.loads(sys.argv[2]):
     __import__(name)
 gc.freeze()
@@ -168,30 +180,32 @@ sys.exit(status)
 class HostZygote:
     """One pre-importing host process; :meth:`command` is a host command forking it."""
 
-    def __init__(self, env: dict[str, str], preload: tuple[str, ...] = PRELOADED) -> None:
+    def __init__(self, env: dict[str, str], spawner: Zygote,
+                 preload: tuple[str, ...] = PRELOADED) -> None:
         self.env = env
+        self.spawner = spawner
         self.preload = preload
         self.folder = tempfile.TemporaryDirectory(prefix="kvoffload-hostzygote-")
         self.socket = str(Path(self.folder.name) / "hosts")
-        self.process: subprocess.Popen[bytes] | None = None
+        self.pid: int | None = None
 
     def command(self) -> list[str]:
         """The host command: ``python -S -c LAUNCHER SOCKET`` (the judge appends the
-        host's own arguments, ``--lifeline FD``). Starts the zygote if need be."""
-        self.start()
+        host's own arguments, ``--lifeline FD``). Makes the zygote on first use (the
+        launcher waits until it listens)."""
+        if self.pid is None:
+            folder = Path(self.folder.name)
+            (folder / "server.py").write_text(_SERVER)
+            (folder / "env.json").write_text(json.dumps(self.env))
+            self.pid = self.spawner.spawn(
+                [str(folder / "server.py"), self.socket, json.dumps(list(self.preload)),
+                 str(folder / "env.json")], folder)
         return [sys.executable, "-S", "-c", _LAUNCHER, self.socket]
 
-    def start(self) -> None:
-        """Start the zygote's imports now, without waiting for them."""
-        if self.process is None:
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", _SERVER, self.socket, json.dumps(list(self.preload))],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                cwd=self.folder.name, env=self.env)
-
     def close(self) -> None:
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
-            self.process = None
+        """End the zygote (the LMCache zygote, its parent, reaps it when closed)."""
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            self.pid = None
         self.folder.cleanup()
