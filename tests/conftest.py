@@ -60,7 +60,9 @@ def lmcache_hosts(lmcache_host_zygote: HostZygote, monkeypatch: pytest.MonkeyPat
     """The judge's Python hosts, for this test, forks of :func:`lmcache_host_zygote`
     (LMCache imported once, not once per host: about 3.5 s of CPU each). For tests whose
     subject is what a host does, not how it starts; the host's own start is tested in
-    test_host.py and test_isolation.py."""
+    test_host.py and test_isolation.py. Each host gets the environment the zygote was
+    made with (a host's, as the session had it when the fixture was set up), not the
+    judge's at its own start."""
     from kvoffload.conformance.target import remote
 
     real = remote._python_host
