@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from host_zygote import HostZygote
 from zygote import Zygote
 
 
@@ -58,11 +59,43 @@ def _lmcache_installed(request: pytest.FixtureRequest) -> None:
 @pytest.fixture(scope="session")
 def lmcache_zygote() -> Iterator[Zygote]:
     """One process for the session that has imported torch and LMCache and nothing of
-    kvoffload; each engine script runs in a fork of it (:mod:`zygote`), started at its
-    first run."""
+    kvoffload; each engine script runs in a fork of it (:mod:`zygote`). Started at once,
+    so its imports run beside the first test's own (without LMCache it ends at once, and
+    the tests that asked for it skip)."""
     zygote = Zygote()
+    zygote.start()
     yield zygote
     zygote.close()
+
+
+@pytest.fixture(scope="session")
+def lmcache_host_zygote(lmcache_zygote: Zygote) -> Iterator[HostZygote]:
+    """One process for the session that has imported the suite's host, torch and LMCache
+    (a fork of :func:`lmcache_zygote` that imports the host's modules, made at the first
+    host); each Python host of :func:`lmcache_hosts` is a fork of it (:mod:`host_zygote`)."""
+    from kvoffload.conformance.target import remote
+
+    zygote = HostZygote(remote._python_host()[1], lmcache_zygote)
+    yield zygote
+    zygote.close()
+
+
+@pytest.fixture
+def lmcache_hosts(lmcache_host_zygote: HostZygote, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge's Python hosts, for this test, forks of :func:`lmcache_host_zygote`
+    (LMCache imported once, not once per host: about 3.5 s of CPU each). For tests whose
+    subject is what a host does, not how it starts; the host's own start is tested in
+    test_host.py and test_isolation.py. Each host gets the environment the zygote was
+    made with (a host's, as the session had it when the fixture was set up), not the
+    judge's at its own start."""
+    from kvoffload.conformance.target import remote
+
+    real = remote._python_host
+
+    def forked() -> tuple[list[str], dict[str, str]]:
+        return lmcache_host_zygote.command(), real()[1]
+
+    monkeypatch.setattr(remote, "_python_host", forked)
 
 
 @functools.cache

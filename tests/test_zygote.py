@@ -5,8 +5,11 @@ each zygote starts in a fraction of a second."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,3 +76,25 @@ def test_a_zygote_that_imported_kvoffload_runs_nothing(tmp_path: Path) -> None:
             zygote.run([str(script)], tmp_path, timeout=60)
     finally:
         zygote.close()
+
+
+def test_a_spawned_script_runs_beside_the_next_run(
+    bare: Zygote, tmp_path: Path
+) -> None:
+    # tests/host_zygote.py's zygote is such a fork of the LMCache zygote.
+    waits = tmp_path / "waits.py"
+    waits.write_text("import pathlib, time\npathlib.Path('started').write_text('')\n"
+                     "time.sleep(120)\n")
+    pid = bare.spawn([str(waits)], tmp_path)
+    quick = tmp_path / "quick.py"
+    quick.write_text("print('beside it')\n")
+    assert bare.run([str(quick)], tmp_path, timeout=60) == (0, "beside it\n", "")
+    for _ in range(600):
+        if (tmp_path / "started").exists():
+            break
+        time.sleep(0.05)
+    assert (tmp_path / "started").exists()
+    os.kill(pid, signal.SIGKILL)  # whoever spawns one ends it
+    bare.close()  # the zygote waits for it before it ends
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

@@ -28,6 +28,10 @@ pool OpenBLAS's own fork handler rebuilds. After the imports the zygote calls
 collections then skip the preloaded objects instead of touching (so copying) every page of
 them, which cost about 1.2 s of CPU per run, more than the script.
 
+:meth:`Zygote.spawn` forks such a child without waiting for it (the zygote serves the next
+runs beside it and reaps it when closed): tests/host_zygote.py makes its host zygote so,
+a fork that then imports kvoffload's host (the zygote itself never does).
+
 What differs from a fresh process: LMCache's import-time log lines go to the zygote's
 stderr (discarded), not the script's. A script that does not reproduce is not helped: it
 still exits 0 or 2, and the test reading its status fails.
@@ -60,9 +64,12 @@ import gc, json, os, sys, threading
 
 def serve(reply):
     """Answer requests until one is this process's own (a forked child's): return it."""
+    detached = []
     while True:
         line = sys.stdin.buffer.readline()
         if not line:
+            for pid in detached:  # reaped here, so their CPU counts to whoever reaps this
+                os.waitpid(pid, 0)
             sys.exit(0)
         refused = [m for m in sys.modules if m == "kvoffload" or m.startswith("kvoffload.")]
         if refused or threading.active_count() != 1:
@@ -76,6 +83,9 @@ def serve(reply):
             reply.close()
             return json.loads(line)
         reply.write(json.dumps({"pid": pid}) + "\n")
+        if json.loads(line).get("detach"):
+            detached.append(pid)
+            continue
         _, status = os.waitpid(pid, 0)
         reply.write(json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n")
 
@@ -117,9 +127,13 @@ class Zygote:
         self.process: subprocess.Popen[bytes] | None = None
         self.runs = 0
 
+    def start(self) -> None:
+        """Start the zygote's imports now, without waiting for them (a test session
+        starts it while its first test imports LMCache itself)."""
+        self._start()
+
     def _start(self) -> subprocess.Popen[bytes]:
-        """The zygote's process, started on the first run (so a test that skips, LMCache
-        missing, never starts it)."""
+        """The zygote's process, started by :meth:`start` or the first run."""
         if self.process is not None:
             return self.process
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -166,6 +180,22 @@ class Zygote:
         if timer.fired:
             status = None
         return status, out.read_text(), err.read_text()
+
+    def spawn(self, argv: list[str], cwd: Path | str) -> int:
+        """``python *argv`` in ``cwd`` in a fork the zygote does not wait for: its pid,
+        once the zygote has forked it (its streams go to files in the zygote's folder).
+        The zygote serves the next runs beside it and reaps it when it is closed: whoever
+        spawns one ends it first, by its pid (tests/host_zygote.py)."""
+        stdin = self._start().stdin
+        assert stdin is not None
+        self.runs += 1
+        folder = Path(self.folder.name)
+        asked = {"argv": [str(a) for a in argv], "cwd": str(Path(cwd).resolve()),
+                 "stdout": str(folder / f"{self.runs}.out"),
+                 "stderr": str(folder / f"{self.runs}.err"), "detach": True}
+        stdin.write(json.dumps(asked).encode() + b"\n")
+        stdin.flush()
+        return int(str(self._reply()["pid"]))
 
     def close(self) -> None:
         if self.process is None:

@@ -70,7 +70,7 @@ def found(configuration: dict[str, Any], calls: list[Call]) -> PropertyViolation
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_each_lmcache_finding_is_reproduced_by_lmcache_alone(
-    name: str, lmcache_zygote: Zygote, monkeypatch: pytest.MonkeyPatch
+    name: str, lmcache_zygote: Zygote, lmcache_hosts: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def forked(path: Path, timeout: float) -> tuple[int | None, str, str]:
         ran: tuple[int | None, str, str] = lmcache_zygote.run([str(path)], path.parent, timeout)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kvoffload.conformance.cli import main
+from kvoffload.conformance.command import engine_script
 from kvoffload.conformance.command.runner import run_check
 from kvoffload.conformance.config import CheckConfig
 from kvoffload.conformance.errors import TargetLoadError, UsageError
@@ -17,6 +18,7 @@ from kvoffload.conformance.judge.lockstep import Lockstep
 from kvoffload.conformance.target import lmcache_loader
 from kvoffload.conformance.target.targets import with_target_defaults
 from kvoffload.spec import Call, Op, Policy
+from zygote import Zygote
 
 
 def _missing(name: str) -> str:
@@ -26,7 +28,7 @@ def _missing(name: str) -> str:
 def test_missing_lmcache_exits_2_saying_how_to_install(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(lmcache_loader.importlib.metadata, "version", _missing)
+    monkeypatch.setattr(importlib.metadata, "version", _missing)
     # In process: the patched metadata must be what loads the target (since issue 22 a
     # plain check loads it in a host process, which no monkeypatch reaches). Set through
     # monkeypatch, not --in-process, which sets it for the rest of the test session.
@@ -40,7 +42,7 @@ def test_missing_lmcache_exits_2_saying_how_to_install(
 def test_another_installed_release_exits_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(lmcache_loader.importlib.metadata, "version", lambda name: "0.3.1")
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.3.1")
     monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")  # as above
     assert main(["check", "lmcache==0.5.6", "--quiet"]) == 2
     assert "the installed LMCache is 0.3.1, not 0.5.6" in capsys.readouterr().err
@@ -59,7 +61,7 @@ def test_backend_follows_the_adapter_option() -> None:
 
 
 def test_only_lru_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lmcache_loader.importlib.metadata, "version", lambda name: "0.5.6")
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.5.6")
     with pytest.raises(UsageError, match="--policy lru"):
         lmcache_loader.lmcache_factory("lmcache==0.5.6", CheckConfig(policy=Policy.ARC))
 
@@ -125,12 +127,21 @@ def test_other_targets_have_no_limit_unless_given() -> None:
 @pytest.mark.parametrize("given", [None, "0"])
 def test_the_header_says_whose_limit_it_is(
     given: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch, lmcache_hosts: None, lmcache_zygote: Zygote
 ) -> None:
     # The header and report are the subject, not the host: in process, LMCache is
     # imported once for the session instead of once more per run in a host (about 3.5 s
-    # of CPU each).
+    # of CPU each). Without a limit LMCache fails 'rejection', and the engine-native
+    # reproducer's record host and fresh process each imported LMCache once more (8 s
+    # of CPU, the one default-tier test over 10 s): the host is a fork of the session's
+    # host zygote, the script runs in a fork of its zygote (test_engine_script_lmcache.py).
     monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
+
+    def forked(path: Path, timeout: float) -> tuple[int | None, str, str]:
+        ran: tuple[int | None, str, str] = lmcache_zygote.run([str(path)], path.parent, timeout)
+        return ran
+
+    monkeypatch.setattr(engine_script, "run_alone", forked)
     limit = [] if given is None else ["--max-keys-per-call", given]
     main(["check", "lmcache==0.5.6", *limit, "--profile", "safe", "--assume",
           "no-reset-in-flight", "--assume", "no-store-while-storing", "--max-examples", "5",
@@ -146,3 +157,5 @@ def test_the_header_says_whose_limit_it_is(
         assert "keys per call  no limit\n" in out
         assert configuration["max_keys_per_call"] == 0
         assert configuration["target_defaults"] == []
+        violations = json.loads((tmp_path / "report.json").read_text())["violations"]
+        assert [v["engine_reproducer"]["reproduced"] for v in violations] == [True]

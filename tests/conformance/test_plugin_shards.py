@@ -17,6 +17,9 @@ pytest_plugins = ["pytester"]
 MUTANT = "kvoffload.conformance.selftest.mutants:LookupPendingAsMiss"
 REFERENCE = "kvoffload.impl:OffloadManager"
 BUDGET = ["--kvoffload-max-examples=12", "--kvoffload-steps=40", "--kvoffload-no-database"]
+OTHER_PLUGINS_OFF = ("-p", "no:benchmark", "-p", "no:anyio")
+"""As in test_plugin_items.py: plugins the kvoffload plugin does not touch, off in the
+xdist run's processes."""
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +58,7 @@ def test_shards_split_the_budget_with_disjoint_seeds_and_merge_per_target(
         f"--kvoffload-target={REFERENCE}", f"--kvoffload-target={MUTANT}",
         "--kvoffload-shards=2", "--kvoffload-seed=10", *BUDGET,
         "--kvoffload-junit=junit.xml", "-n", "2", "--dist", "loadscope",
-        "-p", "no:cacheprovider")
+        "-p", "no:cacheprovider", *OTHER_PLUGINS_OFF)
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines([f"*kvoffload[[]{MUTANT}#shard2of2[]]*"])
     merged = {}

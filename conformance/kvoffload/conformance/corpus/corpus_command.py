@@ -13,13 +13,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..command.check_command import exit_status
 from ..config import CheckConfig
 from ..errors import EXIT_CONFORMS, EXIT_FAILS, EXIT_INTERRUPTED, EXIT_USAGE, UsageError
 from ..options import FrontEnd, add_arguments, parse_options
 from ..target.targets import DEFAULT_TARGET, absolute_target
-from .corpus_replay import ReplayResult, replay_corpus
+
+if TYPE_CHECKING:
+    from .corpus_replay import ReplayResult
 
 REPLAY_OPTIONS = ("adapter", "profile", "policy", "level", "assume", "max_keys_per_call",
                   "call_timeout", "report_dir", "in_process")
@@ -48,6 +51,8 @@ def run_corpus_command(args: argparse.Namespace) -> int:
     if args.corpus_command == "write":
         return _write(args)
     from ..judge.guard import stop_on_sigint
+    from .corpus_replay import replay_corpus  # here: its imports (Hypothesis's) are for
+    # replays only, not for every command the CLI parses (kvoffload demo)
 
     try:
         values = parse_options({name: getattr(args, name) for name in REPLAY_OPTIONS},

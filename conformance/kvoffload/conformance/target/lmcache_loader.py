@@ -14,7 +14,6 @@ under ``--adapter auto``: ``LocalCPUBackend`` over a ``HostMemoryAllocator``) or
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 from collections.abc import Callable
 
@@ -41,6 +40,8 @@ def is_lmcache_target(text: str) -> bool:
 
 def installed_version() -> str | None:
     """The installed ``lmcache`` distribution's version, or None if it is not installed."""
+    import importlib.metadata  # here: every host imports this module, few ask this
+
     try:
         return importlib.metadata.version("lmcache")
     except importlib.metadata.PackageNotFoundError:

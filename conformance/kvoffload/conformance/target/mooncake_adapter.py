@@ -62,7 +62,6 @@ own transfer); the adapter writes none, so a load reads back what the segment he
 
 from __future__ import annotations
 
-import importlib.metadata
 import itertools
 import os
 from collections.abc import Callable, Sequence
@@ -108,6 +107,8 @@ def is_mooncake_target(text: str) -> bool:
 
 
 def installed_version() -> str | None:
+    import importlib.metadata  # here: every host imports this module, few ask this
+
     for name in DISTRIBUTIONS:
         try:
             return importlib.metadata.version(name)

@@ -53,8 +53,6 @@ import struct
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -276,6 +274,10 @@ class _Child:
 
 
 def _admin(path: str) -> str:
+    # Imported here, in the supervisor that asks: every host and CLI imports this module
+    # through targets.py, and urllib.request's imports (http, email) are most of its cost.
+    import urllib.request
+
     with urllib.request.urlopen(f"http://127.0.0.1:{ADMIN_PORT}{path}", timeout=10) as reply:
         text: str = reply.read().decode()
         return text
@@ -378,7 +380,7 @@ def _answer(nodes: _Nodes, line: str) -> dict[str, Any]:
         if to == "fault":
             return {"ok": nodes.fault(op)}
         return nodes.clients[to].ask(op, args)
-    except (ClusterError, OSError, urllib.error.URLError) as error:
+    except (ClusterError, OSError) as error:  # urllib's URLError is an OSError
         return {"error": f"{type(error).__name__}: {error}"}
 
 

@@ -1,0 +1,211 @@
+"""Python hosts for LMCache targets without paying LMCache's import in each.
+
+A check of ``lmcache==X`` runs its target in the suite's Python host
+(``python -m kvoffload.conformance.target.host``, :mod:`kvoffload.conformance.target.remote`),
+and most of such a host's start is importing torch and LMCache: about 3.5 s of CPU for a
+record replay whose calls take milliseconds (:func:`.engine_script.record`, one per
+engine-native reproducer). :class:`HostZygote` is one process per test session that has
+those imports and the host's, and forks a host per run:
+
+- **Made from the LMCache zygote** (:mod:`zygote`): a fork of it that the zygote does not
+  wait for (:meth:`zygote.Zygote.spawn`), so torch and LMCache are imported once per
+  session for both. The fork takes the host's environment (kvoffload's folders on
+  ``PYTHONPATH`` and ``sys.path``, ``LMCACHE_LOG_LEVEL=ERROR`` as ``lmcache_loader`` sets
+  it, and LMCache's loggers, made at the zygote's import, set to that level), imports the
+  host module and the LMCache adapters, calls :func:`gc.freeze` and waits on a Unix socket.
+- **The host command** (:meth:`HostZygote.command`) replaces the judge's: a small launcher,
+  ``python -S -c LAUNCHER SOCKET``, hands the zygote its standard descriptors and its
+  lifeline and then waits; the zygote forks a child that takes them as 0, 1 and 2, leads a
+  session of its own, and runs the host module as ``python -m`` would, with the arguments
+  the judge gave; the launcher exits with the child's exit status (or dies of its signal).
+
+What a test sees differs from a plain host only in the process that the judge waits for
+(the launcher) and in what the host had imported before its ``hello``; the protocol, the
+channel, the lifeline and the target's code are the host's own. A host killed by the
+judge's group kill leaves the child to end when its lifeline or channel closes, as a host
+whose judge died does. Before every fork the zygote checks that no Python thread but its own
+runs (a fork copies only the calling thread) and refuses otherwise: the launcher then exits
+1 with the reason on standard error, and the judge reports a host that ended while loading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+from zygote import Zygote
+
+PRELOADED = (
+    "kvoffload.conformance.target.host",
+    "kvoffload.conformance.config",
+    "kvoffload.conformance.target.targets",
+    "kvoffload.conformance.target.lmcache_loader",
+    "kvoffload.conformance.target.lmcache_adapters",
+    "lmcache.v1.storage_backend.local_disk_backend",
+)
+"""What each host of an LMCache target imports before its first call, besides what the
+LMCache zygote has imported (:data:`zygote.PRELOADED`)."""
+
+_SERVER = r'''
+import array, gc, json, logging, os, select, signal, socket, sys, threading
+
+with open(sys.argv[3]) as given:  # the host's environment, as remote gives it a host
+    os.environ.clear()
+    os.environ.update(json.load(given))
+sys.path[1:1] = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+os.environ.setdefault("LMCACHE_LOG_LEVEL", "ERROR")  # as lmcache_loader sets it
+for name, logger in logging.Logger.manager.loggerDict.items():  # made at the zygote's import
+    if name.split(".")[0] == "lmcache" and isinstance(logger, logging.Logger):
+        logger.setLevel(os.environ["LMCACHE_LOG_LEVEL"])
+for name in json.loads(sys.argv[2]):
+    __import__(name)
+gc.freeze()
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind(sys.argv[1] + ".new")
+server.listen(16)
+os.rename(sys.argv[1] + ".new", sys.argv[1])  # the launchers connect once it listens
+wake_read, wake_write = os.pipe()
+os.set_blocking(wake_write, False)
+signal.set_wakeup_fd(wake_write)
+signal.signal(signal.SIGCHLD, lambda *_: None)
+waiting = {}  # child pid -> its launcher's connection
+
+
+def take(connection):
+    """One launcher's request: (its message, the descriptors it passed)."""
+    fds = array.array("i")
+    data, ancillary, _, _ = connection.recvmsg(1 << 16, socket.CMSG_LEN(16 * fds.itemsize))
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
+    return json.loads(data), list(fds)
+
+
+def become_host(request, fds):
+    """This child as ``python -m kvoffload.conformance.target.host ARGS`` would be."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for fd in (server.fileno(), wake_read, wake_write):
+        os.close(fd)
+    for connection in waiting.values():
+        connection.close()
+    os.setsid()
+    for target, fd in enumerate(fds[:3]):
+        os.dup2(fd, target)
+    argv = list(request["argv"])
+    if len(fds) > 3:
+        argv[argv.index("--lifeline") + 1] = str(fds[3])
+    for fd in fds[:3]:
+        if fd > 2:
+            os.close(fd)
+    os.chdir(request["cwd"])
+    sys.argv = ["-m", *argv]
+    # Run as ``python -m`` runs it: a fresh ``__main__`` (the host notes its own pid at
+    # import; the copy the zygote imported has the zygote's), its imports already made.
+    import runpy
+    runpy.run_module("kvoffload.conformance.target.host", run_name="__main__", alter_sys=True)
+
+
+while True:
+    ready = select.select([server, wake_read], [], [])[0]
+    if wake_read in ready:
+        os.read(wake_read, 512)
+        while waiting:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            connection = waiting.pop(pid)
+            connection.sendall(json.dumps({"status": os.waitstatus_to_exitcode(status)}).encode())
+            connection.close()
+    if server in ready:
+        connection, _ = server.accept()
+        request, fds = take(connection)
+        if threading.active_count() != 1:
+            connection.sendall(json.dumps({"refused": threading.active_count()}).encode())
+            connection.close()
+        else:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                become_host(request, fds)
+            waiting[pid] = connection
+        for fd in fds:
+            os.close(fd)
+'''
+
+_LAUNCHER = r'''
+import array, json, os, signal, socket, sys, time
+argv = sys.argv[2:]
+for _ in range(6000):  # the zygote imports LMCache before it listens: up to 5 minutes
+    if os.path.exists(sys.argv[1]):
+        break
+    time.sleep(0.05)
+fds = [0, 1, 2]
+if "--lifeline" in argv:
+    fds.append(int(argv[argv.index("--lifeline") + 1]))
+connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+connection.connect(sys.argv[1])
+request = json.dumps({"argv": argv, "cwd": os.getcwd()}).encode()
+connection.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+null = os.open(os.devnull, os.O_RDWR)
+os.dup2(null, 0)
+os.dup2(null, 1)
+for fd in fds[3:]:
+    os.close(fd)
+answer = b""
+while True:
+    chunk = connection.recv(4096)
+    if not chunk:
+        break
+    answer += chunk
+reply = json.loads(answer or b'{"refused": "the host zygote ended"}')
+if "refused" in reply:
+    sys.stderr.write(f"host zygote refused the run (Python threads: {reply['refused']})\n")
+    sys.exit(1)
+status = reply["status"]
+if status < 0:
+    if -status not in (signal.SIGKILL, signal.SIGSTOP):
+        signal.signal(-status, signal.SIG_DFL)
+    os.kill(os.getpid(), -status)
+sys.exit(status)
+'''
+
+
+class HostZygote:
+    """One pre-importing host process; :meth:`command` is a host command forking it."""
+
+    def __init__(self, env: dict[str, str], spawner: Zygote,
+                 preload: tuple[str, ...] = PRELOADED) -> None:
+        self.env = env
+        self.spawner = spawner
+        self.preload = preload
+        self.folder = tempfile.TemporaryDirectory(prefix="kvoffload-hostzygote-")
+        self.socket = str(Path(self.folder.name) / "hosts")
+        self.pid: int | None = None
+
+    def command(self) -> list[str]:
+        """The host command: ``python -S -c LAUNCHER SOCKET`` (the judge appends the
+        host's own arguments, ``--lifeline FD``). Makes the zygote on first use (the
+        launcher waits until it listens)."""
+        if self.pid is None:
+            folder = Path(self.folder.name)
+            (folder / "server.py").write_text(_SERVER)
+            (folder / "env.json").write_text(json.dumps(self.env))
+            self.pid = self.spawner.spawn(
+                [str(folder / "server.py"), self.socket, json.dumps(list(self.preload)),
+                 str(folder / "env.json")], folder)
+        return [sys.executable, "-S", "-c", _LAUNCHER, self.socket]
+
+    def close(self) -> None:
+        """End the zygote (the LMCache zygote, its parent, reaps it when closed)."""
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            self.pid = None
+        self.folder.cleanup()
