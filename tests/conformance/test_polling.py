@@ -145,3 +145,15 @@ def test_the_judge_writes_calls_as_it_posts_them_only_while_polling_pays() -> No
         assert host.outgoing == []
     finally:
         remote.close()
+
+
+def test_a_read_gives_what_is_there_and_none_at_its_deadline(pipe: tuple[int, int]) -> None:
+    read_end, write_end = pipe
+    poller = Poller(0.001, cpus=2)
+    os.write(write_end, b"now\n")
+    assert poller.read(read_end, time.monotonic() + 5) == b"now\n"
+    begun = time.monotonic()
+    assert poller.read(read_end, begun + 0.05) is None
+    assert time.monotonic() - begun >= 0.05
+    os.close(write_end)
+    assert poller.read(read_end, time.monotonic() + 5) == b""  # the end

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import select
 import signal
 import sys
 import threading
@@ -80,17 +79,10 @@ class Requests:
         line without one, then b""."""
         if self.lines:
             return self.lines.popleft()
-        polled = False
         while True:
-            try:
-                chunk = os.read(self.fd, 1 << 20)
-            except BlockingIOError:
-                got = None if polled else self.poller.poll(self.fd)
-                polled = True
-                if got is None:
-                    select.select([self.fd], [], [])
-                    continue
-                chunk = got
+            chunk = self.poller.read(self.fd)
+            if chunk is None:  # only at a deadline, and there is none
+                continue
             if not chunk:
                 last, self.rest = self.rest, b""
                 return last

@@ -18,7 +18,9 @@ Nothing here changes what is sent or when an answer is read: only how a side wai
 from __future__ import annotations
 
 import os
+import select
 import time
+from contextlib import suppress
 
 SCORE_WEIGHT = 1 / 16
 """The weight of the latest poll in the running score (about the last 16 polls count)."""
@@ -87,4 +89,23 @@ class Poller:
         paid = chunk is not None and (took < SHORT_S or
                                       time.thread_time() - ran >= CORE_SHARE * took)
         self.score += (float(paid) - self.score) * SCORE_WEIGHT
+        return chunk
+
+    def read(self, fd: int, deadline: float | None = None) -> bytes | None:
+        """What a read of the non-blocking ``fd`` gives (b"" at its end): at once if
+        something is there, else polled for while polling pays (:meth:`poll`), else
+        waited for asleep until ``deadline`` (``time.monotonic``; None: no limit).
+        None only at the deadline."""
+        try:
+            return os.read(fd, 1 << 20)
+        except BlockingIOError:
+            pass
+        chunk = self.poll(fd)
+        while chunk is None:
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                return None
+            select.select([fd], [], [], wait)
+            with suppress(BlockingIOError):
+                chunk = os.read(fd, 1 << 20)
         return chunk

@@ -295,19 +295,10 @@ class HostProcess:
     def _read(self, deadline: float | None, timeout: float) -> bytes:
         """What the host has written (b"" at its end), waiting until ``deadline``: a read
         first (a deferred call's answer is often there already), then a poll while
-        polling pays (:mod:`.polling`), then ``select``."""
-        try:
-            return os.read(self.from_host, 1 << 20)
-        except BlockingIOError:
-            pass
-        chunk = self.poller.poll(self.from_host)
-        while chunk is None:
-            wait = None if deadline is None else deadline - time.monotonic()
-            if wait is not None and wait <= 0:
-                raise HostTimeout(timeout)
-            select.select([self.from_host], [], [], wait)
-            with suppress(BlockingIOError):
-                chunk = os.read(self.from_host, 1 << 20)
+        polling pays, then ``select`` (:meth:`.polling.Poller.read`)."""
+        chunk = self.poller.read(self.from_host, deadline)
+        if chunk is None:
+            raise HostTimeout(timeout)
         return chunk
 
     def ended(self) -> str:
