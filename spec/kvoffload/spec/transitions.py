@@ -53,7 +53,8 @@ def prepare_load(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, Lo
         if not table[key].loads:
             recency = recency.pinned(key)
     old = frozenset(table[k] for k in keys)
-    pinned = frozenset(Block(b.key, b.phase, b.slot, b.ticket, (*b.loads, ticket)) for b in old)
+    pinned = frozenset(Block(key=b.key, phase=b.phase, slot=b.slot, ticket=b.ticket,
+                             loads=(*b.loads, ticket)) for b in old)
     slots = tuple(table[k].slot for k in keys)
     new = changed(state, blocks=(state.blocks - old) | pinned, recency=recency,
                   next_ticket=ticket + 1)
@@ -88,8 +89,8 @@ def complete_load(
     if not applied and not released:
         return state, Completion(ignored=ignored)  # no job finished: nothing changes
     old = frozenset(state.table[k] for k in applied)
-    read = frozenset(Block(b.key, b.phase, b.slot, b.ticket, _without(b.loads, jobs[b.key][1]))
-                     for b in old)
+    read = frozenset(Block(key=b.key, phase=b.phase, slot=b.slot, ticket=b.ticket,
+                           loads=_without(b.loads, jobs[b.key][1])) for b in old)
     freed = tuple(k for k in applied if state.table[k].readers == 1)
     orphans = _finishing(state, {k: jobs[k][1] for k in released}, CopyKind.LOAD)
     new = changed(state, blocks=(state.blocks - old) | read, orphans=orphans,
@@ -179,7 +180,8 @@ def complete_store(
     orphans = _finishing(state, {k: jobs[k][1] for k in released}, CopyKind.STORE)
     recency = state.recency
     if success:
-        ready = frozenset(Block(b.key, Phase.READY, b.slot, None, b.loads) for b in finished)
+        ready = frozenset(Block(key=b.key, phase=Phase.READY, slot=b.slot, ticket=None,
+                                loads=b.loads) for b in finished)
         recency = recency.evictable(applied)
     else:
         ready = frozenset()
@@ -333,8 +335,9 @@ def _finishing(
         if found is not None:
             orphans = orphans - {found}
             if found.count > 1:
-                orphans = orphans | {Orphan(found.key, found.kind, found.epoch, found.slot,
-                                            _without(found.tickets, ticket))}
+                orphans = orphans | {Orphan(key=found.key, kind=found.kind, epoch=found.epoch,
+                                            slot=found.slot,
+                                            tickets=_without(found.tickets, ticket))}
     return orphans
 
 
