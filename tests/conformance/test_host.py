@@ -356,3 +356,42 @@ def test_a_check_of_a_python_target_starts_its_host_early(
     monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
     _start_host_early(["--seed", "1"])
     assert not early._EARLY
+
+
+def test_a_host_whose_answer_cannot_be_sent_ends_its_group(tmp_path: Path) -> None:
+    """The judge gone mid-answer: the host's write of an answer fails (EPIPE) before its
+    lifeline thread runs. That path, too, ends the group, the target's worker with it
+    (found as a flaky test_a_killed_judge_leaves_no_host_and_no_worker on a loaded
+    machine: the host died of the broken pipe, its worker lived on). Here the lifeline
+    stays open, so only the failed write can end the worker."""
+    record = tmp_path / "pids"
+    path = _target(tmp_path, hostile.STARTS_A_WORKER.replace("RECORD", str(record)))
+    read_end, write_end = os.pipe()
+    host = subprocess.Popen(
+        [sys.executable, "-m", "kvoffload.conformance.target.host", "--lifeline", str(read_end)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        pass_fds=(read_end,), start_new_session=True)
+    os.close(read_end)
+    worker = 0
+    try:
+        assert host.stdin is not None
+        assert host.stdout is not None
+        hello = {"request": "hello", "protocol": 1, "target": f"{path}:Target",
+                 "config": {"capacity": 2}, "python": {"path": sys.path}}
+        for request in (hello, {"request": "new", "capacity": 2}):
+            host.stdin.write(json.dumps(request).encode() + b"\n")
+            host.stdin.flush()
+            assert host.stdout.readline(), "the host did not answer"
+        worker = int(record.read_text().split()[1])
+        host.stdout.close()  # the judge's end of the answers is gone
+        call = {"request": "call", "call": {"op": "lookup", "keys": ["a"]}}
+        host.stdin.write(json.dumps(call).encode() + b"\n")
+        host.stdin.flush()
+        assert host.wait(timeout=BUDGET_S) != 0
+        assert _gone(worker), "the target's worker outlived its host"
+    finally:
+        os.close(write_end)
+        if host.poll() is None:
+            host.kill()
+        if worker and not _gone(worker, within=0.1):  # a failed run leaves none behind
+            os.kill(worker, signal.SIGKILL)

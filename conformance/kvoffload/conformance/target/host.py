@@ -17,7 +17,8 @@ sees answers, a closed channel or silence.
   judge holds: a thread waits on it, and when it reads end of file (the judge is gone,
   however it ended, SIGKILL included) it kills the host's whole process group, so the
   processes a target started (a pool's workers) end with it. End of file on the
-  channel does the same.
+  channel does the same, and so does an answer that cannot be sent (the judge gone
+  mid-answer) or any failure of the host's own.
 - **Signals.** The host is in a session of its own: the terminal's Ctrl-C reaches the
   judge only. A SIGINT the target sends itself raises ``KeyboardInterrupt`` inside the
   call, an answer like any other exception (a ``crash``); between calls it is ignored.
@@ -30,8 +31,10 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from collections import deque
 from collections.abc import Callable
+from contextlib import suppress
 from types import FrameType
 from typing import Any
 
@@ -322,7 +325,15 @@ def main(argv: list[str] | None = None) -> int:
     # (kvoffload check, remote.prestart) does it while the judge imports its own modules.
     from .. import config  # noqa: F401  # imported for its time
     from . import lmcache_loader, targets  # noqa: F401  # imported for their time
-    if not serve(channel, Host()):
+    try:
+        bye = serve(channel, Host())
+    except OSError:  # an answer could not be sent (EPIPE): the judge is gone
+        bye = False
+    except BaseException:  # the host itself failed: it ends, and its group with it
+        with suppress(OSError):
+            traceback.print_exc()
+        bye = False
+    if not bye:
         _kill_group()  # the judge is gone: so is everything the target started
     return 0  # bye: end through the interpreter's shutdown (the target's exit handlers)
 
