@@ -29,6 +29,31 @@ def pipe() -> Iterator[tuple[int, int]]:
             os.close(fd)
 
 
+class _Clocks:
+    """The clocks a :class:`Poller` reads, advancing by fixed steps at each reading, so
+    whether a poll had its core does not depend on how loaded the machine is."""
+
+    def __init__(self, wall_step: float, cpu_step: float) -> None:
+        self.wall = self.cpu = 0.0
+        self.wall_step, self.cpu_step = wall_step, cpu_step
+
+    def perf_counter(self) -> float:
+        self.wall += self.wall_step
+        return self.wall
+
+    def thread_time(self) -> float:
+        self.cpu += self.cpu_step
+        return self.cpu
+
+
+@pytest.fixture
+def had_its_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every poll ran on a core of its own (its thread's CPU time kept up with the
+    clock): the tests below then hold on a loaded machine too, where a real read of
+    data already there is now and then preempted past :data:`polling.SHORT_S`."""
+    monkeypatch.setattr(polling, "time", _Clocks(wall_step=1e-3, cpu_step=1e-3))
+
+
 def test_with_one_core_nothing_is_polled(pipe: tuple[int, int]) -> None:
     read_end, write_end = pipe
     poller = Poller(0.01, cpus=1)
@@ -44,7 +69,8 @@ def test_a_negative_window_is_refused() -> None:
         Poller(-1.0, cpus=2)
 
 
-def test_data_that_comes_is_read_and_polling_goes_on(pipe: tuple[int, int]) -> None:
+def test_data_that_comes_is_read_and_polling_goes_on(pipe: tuple[int, int],
+                                                     had_its_core: None) -> None:
     read_end, write_end = pipe
     poller = Poller(0.05, cpus=2)
     for round_ in range(40):
@@ -54,7 +80,8 @@ def test_data_that_comes_is_read_and_polling_goes_on(pipe: tuple[int, int]) -> N
     assert poller.score == 1.0
 
 
-def test_polls_that_time_out_stop_polling_until_a_probe_pays(pipe: tuple[int, int]) -> None:
+def test_polls_that_time_out_stop_polling_until_a_probe_pays(pipe: tuple[int, int],
+                                                             had_its_core: None) -> None:
     read_end, write_end = pipe
     poller = Poller(0.001, cpus=2)
     timed_out = 0
@@ -75,20 +102,7 @@ def test_a_poll_that_did_not_have_its_core_does_not_pay(pipe: tuple[int, int],
     """The data came, but the poller's thread ran for a tenth of the poll: the core
     was wanted by others, so polling takes CPU from the process it waits for."""
 
-    class Clocks:
-        wall = cpu = 0.0
-
-        @classmethod
-        def perf_counter(cls) -> float:
-            cls.wall += 1e-3
-            return cls.wall
-
-        @classmethod
-        def thread_time(cls) -> float:
-            cls.cpu += 1e-4
-            return cls.cpu
-
-    monkeypatch.setattr(polling, "time", Clocks)
+    monkeypatch.setattr(polling, "time", _Clocks(wall_step=1e-3, cpu_step=1e-4))
     read_end, write_end = pipe
     poller = Poller(0.01, cpus=2)
     polls = 0
