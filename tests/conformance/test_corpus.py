@@ -80,12 +80,28 @@ def cases(corpus: Path) -> tuple[dict[str, Any], ...]:
 
 
 def test_every_case_follows_the_schema(cases: tuple[dict[str, Any], ...]) -> None:
+    """Each case against the schema, each distinct step once: a step's schema
+    (``$defs/step``) refers only to ``$defs``, so a step is valid or not wherever it
+    stands, and the cases repeat their steps (2,483 steps, 421 distinct, at 3 calls).
+    The rest of a case is validated with the step items left out."""
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-    validator = jsonschema.Draft202012Validator(schema)
+    assert schema["properties"]["steps"]["items"] == {"$ref": "#/$defs/step"}
+    outside = json.loads(json.dumps(schema))
+    outside["properties"]["steps"]["items"] = True
+    case_validator = jsonschema.Draft202012Validator(outside)
+    step_validator = jsonschema.Draft202012Validator(
+        {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": "#/$defs/step"})
+    valid_steps: set[str] = set()
     assert len(cases) > 300
     for case in cases:
-        errors = sorted(validator.iter_errors(case), key=str)
+        errors = sorted(case_validator.iter_errors(case), key=str)
         assert not errors, (case["name"], errors[0].message)
+        for number, step in enumerate(case["steps"]):
+            text = json.dumps(step, sort_keys=True)  # true, 1 and 1.0 stay apart
+            if text not in valid_steps:
+                errors = sorted(step_validator.iter_errors(step), key=str)
+                assert not errors, (case["name"], number, errors[0].message)
+                valid_steps.add(text)
 
 
 def test_the_schema_rejects_a_malformed_case(corpus: Path) -> None:

@@ -64,7 +64,11 @@ def _check(tmp_path: Path, source: str, *options: str) -> subprocess.CompletedPr
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300, check=False)
 
 
+@pytest.mark.slow
 def test_os_exit_inside_a_call_fails_the_target(tmp_path: Path) -> None:
+    """In the default tier as test_host.py's
+    ``test_os_exit_in_a_call_fails_the_target_with_its_trace`` (the same target, exit
+    status and messages, through a host; each of its shrink's replays starts one)."""
     run = _check(tmp_path, """
         import os
         from kvoffload.impl import OffloadManager
@@ -77,7 +81,11 @@ def test_os_exit_inside_a_call_fails_the_target(tmp_path: Path) -> None:
     assert "CONFORMS" not in run.stdout
 
 
+@pytest.mark.slow
 def test_os_exit_at_import_is_a_load_error(tmp_path: Path) -> None:
+    """In the default tier as test_host.py's
+    ``test_an_exit_while_loading_is_a_run_that_could_not_be_made`` (the same source,
+    exit status and messages)."""
     run = _check(tmp_path, "import os\nos._exit(0)\n")
     assert run.returncode == 2, run.stderr
     assert "could not be made" in run.stderr  # the host ended while loading the target

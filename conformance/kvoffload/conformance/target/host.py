@@ -26,7 +26,6 @@ sees answers, a closed channel or silence.
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
@@ -311,15 +310,29 @@ def serve(channel: _Channel, host: Host) -> bool:
         channel.send(dumps(answer))
 
 
-def main(argv: list[str] | None = None) -> int:
+def _lifeline(argv: list[str]) -> int | None:
+    """The ``--lifeline`` descriptor in ``argv`` (None: no lifeline). The judge's two
+    forms are read here; anything else (``--help``, an error, an abbreviation) by
+    argparse, imported only then (a few ms of every host's start)."""
+    if not argv:
+        return None
+    if len(argv) == 2 and argv[0] == "--lifeline" and argv[1].isdecimal():
+        return int(argv[1])
+    import argparse
+
     parser = argparse.ArgumentParser(prog="python -m kvoffload.conformance.target.host",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--lifeline", type=int, default=None,
                         help="a descriptor the judge holds the other end of")
-    args = parser.parse_args(argv)
+    lifeline: int | None = parser.parse_args(argv).lifeline
+    return lifeline
+
+
+def main(argv: list[str] | None = None) -> int:
+    lifeline = _lifeline(sys.argv[1:] if argv is None else argv)
     channel = _Channel()
-    if args.lifeline is not None:
-        _watch_lifeline(args.lifeline)
+    if lifeline is not None:
+        _watch_lifeline(lifeline)
     signal.signal(signal.SIGINT, _on_sigint)
     # What every hello imports, imported before it comes: a host the judge started early
     # (kvoffload check, remote.prestart) does it while the judge imports its own modules.

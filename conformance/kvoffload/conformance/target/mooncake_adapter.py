@@ -65,14 +65,20 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvoffload.spec import Completion, Key, LookupResult
 
 from ..adapter_api import Adapter, Capabilities, EventBatch, LoadOutcome, Reported, StoreOutcome
 from ..config import CheckConfig
 from ..errors import TargetLoadError, UsageError
-from .mooncake_cluster import FLAGS_VARIABLE, OBJECT_BYTES, Cluster, ClusterError
+
+if TYPE_CHECKING:
+    from .mooncake_cluster import Cluster
+
+# mooncake_cluster (ctypes, socket, subprocess: about 9 ms of CPU) is imported where a
+# Mooncake target needs it: every Python host imports this module (through targets),
+# few check Mooncake.
 
 PREFIX = "mooncake=="
 SUPPORTED = ("0.3.13.post1",)
@@ -148,6 +154,8 @@ class _Shared:
 
 
 def _cluster() -> Cluster:
+    from .mooncake_cluster import Cluster, ClusterError
+
     if _Shared.cluster is None or _Shared.cluster.process.poll() is not None:
         try:
             _Shared.cluster = Cluster()
@@ -192,6 +200,8 @@ class MooncakeAdapter:
 
     def _mount(self) -> list[str]:
         """The writer mounts this tier's segment; its ids."""
+        from .mooncake_cluster import OBJECT_BYTES
+
         mounted = self.ask("writer", "mount", self.capacity * OBJECT_BYTES)
         if not isinstance(mounted, dict) or mounted.get("ret") != 0:
             raise TargetLoadError(f"the writer could not mount a segment of "
@@ -351,6 +361,8 @@ def mooncake_factory(
         raise UsageError("Mooncake evicts in the background, by lease expiry and "
                          "watermark, not by a policy the spec models: check it with "
                          "--policy lru (and --level any)")
+    from .mooncake_cluster import FLAGS_VARIABLE
+
     strict = config.profile.value == "strict"
     flags = os.environ.get(FLAGS_VARIABLE, "").strip()
     why = ("Mooncake target: a master and two clients in a network namespace of their "
