@@ -396,3 +396,18 @@ def test_a_host_whose_answer_cannot_be_sent_ends_its_group(tmp_path: Path) -> No
             host.kill()
         if worker and not _gone(worker, within=0.1):  # a failed run leaves none behind
             os.kill(worker, signal.SIGKILL)
+
+
+def test_each_host_runs_its_targets_exit_handlers_after_bye(tmp_path: Path) -> None:
+    """After ``bye`` a host ends through the interpreter's shutdown, the target's exit
+    handlers included, within the judge's grace. The judge closed the lifeline together
+    with the channel, so the host's lifeline thread killed the group while a handler
+    ran (0 to 6 handlers of 6 ran, by the machine's load); a handler that takes 0.3 s
+    never finished."""
+    record = tmp_path / "rec"
+    done = run_check(tmp_path, hostile.EXIT_HANDLER_TAKES_ITS_TIME.replace("RECORD", str(record)))
+    assert done.returncode == 0, done.stdout + done.stderr
+    loaded = Path(f"{record}.loaded").read_text().split()
+    assert loaded, "no host loaded the target"
+    ended = Path(f"{record}.ended").read_text().split() if Path(f"{record}.ended").exists() else []
+    assert sorted(ended) == sorted(loaded), "a host was killed inside its exit handlers"

@@ -327,21 +327,23 @@ class HostProcess:
         self._close_pipes()
 
     def close(self) -> None:
-        """``bye``, a grace for the target's exit handlers, then the group is killed."""
+        """``bye``, a grace for the target's exit handlers, then the group is killed.
+        The lifeline stays open through the grace: closed, it ends the host's group at
+        once (:func:`.host._watch_lifeline`), cutting the exit handlers short."""
         if self.alive:
             self.send(BYE)
             with suppress(OSError):
-                self._close_pipes()
+                self._close_pipes(lifeline=False)
             with suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=BYE_GRACE)
         self.kill()
 
-    def _close_pipes(self) -> None:
+    def _close_pipes(self, lifeline: bool = True) -> None:
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
                 with suppress(OSError):
                     stream.close()
-        if self.lifeline is not None:
+        if lifeline and self.lifeline is not None:
             with suppress(OSError):
                 os.close(self.lifeline)
             self.lifeline = None
