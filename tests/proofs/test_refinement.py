@@ -37,6 +37,12 @@ class _SwallowsUnmatched(OffloadManager):
             return Completion()
 
 
+class _Unpicklable(OffloadManager):
+    def __init__(self, capacity: int, policy: Policy) -> None:
+        super().__init__(capacity, policy)
+        self.hook = lambda: None  # a lambda cannot be pickled: refine deep-copies instead
+
+
 def _factory(cls: type[OffloadManager]) -> Factory:
     def make(capacity: int, policy: Policy) -> NativeManager:
         manager: NativeManager = cls(capacity, policy)
@@ -85,3 +91,8 @@ def test_a_planted_missing_error_is_found() -> None:
     assert result.divergence is not None
     assert [str(a) for a in result.divergence.trace] == ["complete_load(['a'])"]
     assert "UnmatchedCompleteLoad" in result.divergence.problem
+
+
+def test_a_manager_that_cannot_be_pickled_is_deep_copied() -> None:
+    """refine copies the manager for each call by one pickle of it, else by deep copy."""
+    assert refine(ONE_KEY, Policy.LRU, Form.TICKET, _factory(_Unpicklable)).verdict == "holds"
