@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
 from proofs.modelcheck import rumur  # noqa: E402 - after the root goes on sys.path
 from proofs.modelcheck.bounds import PRESETS, Bounds  # noqa: E402 - after the root goes on sys.path
 from proofs.modelcheck.checks import CHECKS_BY_NAME, laws_only  # noqa: E402 - after the root goes on sys.path
-from proofs.modelcheck.explorer import Result, explore  # noqa: E402 - after the root goes on sys.path
+from proofs.modelcheck.explorer import Result, explore, liveness_of  # noqa: E402 - after the root goes on sys.path
 
 RunCheck = Callable[..., Result]
 
@@ -30,11 +30,24 @@ EXPLORATIONS: Counter[tuple[str, str, bool]] = Counter()
 """How many times each (check, preset, alone) was explored this session: at most once."""
 
 
+LIVENESS_TWIN = ":liveness"
+"""A check named ``X:liveness`` checks liveness alone on the setup of check ``X``."""
+
+
 @cache
 def _explore_once(name: str, preset: str, alone: bool) -> Result:
-    EXPLORATIONS[name, preset, alone] += 1
     check = CHECKS_BY_NAME[name]
-    return explore((laws_only(check) if alone else check).setup, PRESETS[preset])
+    twin = name.removesuffix(LIVENESS_TWIN)
+    if not alone and twin != name and twin in CHECKS_BY_NAME:
+        # The twin's search, when it held, went through the same nodes by the same
+        # calls: liveness is read from its graph instead of searching them again.
+        found = _explore_once(twin, preset, alone)
+        if found.verdict == "holds":
+            return liveness_of(check.setup, CHECKS_BY_NAME[twin].setup, found)
+    EXPLORATIONS[name, preset, alone] += 1
+    keep = not alone and name + LIVENESS_TWIN in CHECKS_BY_NAME
+    return explore((laws_only(check) if alone else check).setup, PRESETS[preset],
+                   keep_graph=keep)
 
 
 def _run_check(name: str, preset: str = "tiny", alone: bool = False) -> Result:
