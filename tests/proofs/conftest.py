@@ -18,10 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from proofs.modelcheck import rumur  # noqa: E402 - after the root goes on sys.path
+from proofs.modelcheck import cli, refinement, rumur  # noqa: E402 - after the root goes on sys.path
 from proofs.modelcheck.bounds import PRESETS, Bounds  # noqa: E402 - after the root goes on sys.path
 from proofs.modelcheck.checks import CHECKS_BY_NAME, laws_only  # noqa: E402 - after the root goes on sys.path
 from proofs.modelcheck.explorer import Result, explore, liveness_of  # noqa: E402 - after the root goes on sys.path
+from proofs.modelcheck.node import Form  # noqa: E402 - after the root goes on sys.path
+
+from kvoffload.spec import Assumption, Policy  # noqa: E402 - after the root goes on sys.path
 
 RunCheck = Callable[..., Result]
 
@@ -98,3 +101,30 @@ def rumur_check(monkeypatch: pytest.MonkeyPatch) -> Callable[..., rumur.RumurRes
     ``cli.run_rumur`` reproduces share the runs ``test_rumur.py`` makes."""
     monkeypatch.setattr(rumur, "check", _rumur_check)
     return _rumur_check
+
+
+_REFINE = refinement.refine
+
+
+@cache
+def _refine_once(bounds: Bounds, policy: Policy, form: Form,
+                 assumptions: tuple[Assumption, ...]) -> refinement.RefinementResult:
+    return _REFINE(bounds, policy, form, assumptions=assumptions)
+
+
+def _refine(bounds: Bounds, policy: Policy, form: Form,
+            factory: refinement.Factory = refinement.reference_manager,
+            assumptions: tuple[Assumption, ...] = ()) -> refinement.RefinementResult:
+    if factory is not refinement.reference_manager:
+        return _REFINE(bounds, policy, form, factory, assumptions)
+    return _refine_once(bounds, policy, form, assumptions)
+
+
+@pytest.fixture
+def refine_once(monkeypatch: pytest.MonkeyPatch) -> Callable[..., refinement.RefinementResult]:
+    """``refinement.refine`` with one refinement of the reference manager per bounds,
+    policy, form and assumptions per test session; patched into :mod:`cli` for the test,
+    so the rows that ``cli.run_refinement`` reproduces share the refinements
+    ``test_refinement.py`` makes (a planted manager is refined afresh each time)."""
+    monkeypatch.setattr(cli, "refine", _refine)
+    return _refine
