@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
 from kvoffload.spec import Assumption, Eviction, Policy, excluded_by, initial_state
@@ -141,6 +141,18 @@ class Result:
     seconds: float
     checked: tuple[str, ...] = field(default=())
     tree: Tree[Action] | None = None
+    graph: Graph | None = None
+    """What liveness reads (``explore(keep_graph=True)`` only): see :func:`liveness_of`."""
+
+
+@dataclass(frozen=True)
+class Graph:
+    """The searched graph as liveness sees it: which nodes are quiescent, and the edges
+    that deliver completions, by node number."""
+
+    quiet: Sequence[bool]
+    edges_from: Sequence[int]
+    edges_to: Sequence[int]
 
 
 Progress = Callable[[int, int, int, float], None]
@@ -184,18 +196,19 @@ def _collector_paused() -> Iterator[None]:
 
 def explore(setup: Setup, bounds: Bounds, *, symmetry: bool = True,
             progress: Progress | None = None, every: float = 2.0,
-            visit: Visit | None = None) -> Result:
+            visit: Visit | None = None, keep_graph: bool = False) -> Result:
     """Explore every node reachable within ``bounds``; stop at the first violation.
 
     ``visit(i, node, action, outcome)`` is called for every call made from every node
     (``i`` is the node's number in the tree), for checks that need every edge.
+    ``keep_graph``: the result keeps the graph liveness reads (:func:`liveness_of`).
     """
     with _collector_paused():
-        return _explore(setup, bounds, symmetry, progress, every, visit)
+        return _explore(setup, bounds, symmetry, progress, every, visit, keep_graph)
 
 
 def _explore(setup: Setup, bounds: Bounds, symmetry: bool, progress: Progress | None,
-             every: float, visit: Visit | None) -> Result:
+             every: float, visit: Visit | None, keep_graph: bool) -> Result:
     start = time.perf_counter()
     selected = _selected(setup)
     env = Environment(setup.model, bounds, setup.form, selected, setup.eviction,
@@ -224,9 +237,10 @@ def _explore(setup: Setup, bounds: Bounds, symmetry: bool, progress: Progress | 
         return tree.trace(i) + (() if extra is None else (extra,))
 
     def result(violation: Violation | None) -> Result:
+        graph = Graph(quiet, edges_from, edges_to) if keep_graph else None
         return Result("holds" if violation is None else "violated", violation,
                       len(search.nodes), transitions, search.depth_of[-1],
-                      time.perf_counter() - start, tuple(sorted(selected)), tree)
+                      time.perf_counter() - start, tuple(sorted(selected)), tree, graph)
 
     bad = broken(root, selected)
     if bad is not None:
@@ -270,12 +284,41 @@ def _explore(setup: Setup, bounds: Bounds, symmetry: bool, progress: Progress | 
                 last = now
                 progress(len(search.nodes), search.depth_of[i], search.queued, now - start)
     if LIVENESS in selected:
-        stuck = _first_stuck(len(search.nodes), quiet, edges_from, edges_to)
-        if stuck is not None:
-            return result(Violation(LIVENESS, "from the last state no sequence of "
-                                    "completions reaches quiescence (no job outstanding, "
-                                    "nothing STORING, no reader, no orphan)", trace(stuck)))
+        return result(_stuck(tree, Graph(quiet, edges_from, edges_to)))
     return result(None)
+
+
+_STUCK = ("from the last state no sequence of completions reaches quiescence (no job "
+          "outstanding, nothing STORING, no reader, no orphan)")
+
+
+def _stuck(tree: Tree[Action], graph: Graph) -> Violation | None:
+    """Liveness on a searched graph: the first node that cannot reach quiescence."""
+    stuck = _first_stuck(len(graph.quiet), graph.quiet, graph.edges_from, graph.edges_to)
+    return None if stuck is None else Violation(LIVENESS, _STUCK, tree.trace(stuck))
+
+
+def liveness_of(setup: Setup, twin: Setup, explored: Result) -> Result:
+    """What ``explore(setup, bounds)`` finds for ``setup``, a check of liveness alone, read
+    from ``explored``: a search of ``twin`` at the same bounds (``keep_graph=True``) that
+    held, so it went through every node; ``twin`` is ``setup`` but for the properties.
+
+    Which nodes a search finds, in which order, and by which calls, do not depend on
+    the properties it checks as long as none is broken (they only decide where it stops),
+    so the twin's graph and tree are the ones a search of ``setup`` would make. The
+    figures are the twin's; ``seconds`` is the time this took.
+    """
+    start = time.perf_counter()
+    if setup.properties != frozenset({LIVENESS}) or not setup.liveness:
+        raise ValueError("liveness_of answers for a check of liveness alone")
+    if replace(twin, properties=setup.properties, liveness=True) != setup:
+        raise ValueError("the twin must be the same setup but for its properties")
+    if explored.verdict != "holds" or explored.graph is None or explored.tree is None:
+        raise ValueError("liveness_of reads a complete search that kept its graph")
+    violation = _stuck(explored.tree, explored.graph)
+    return Result("holds" if violation is None else "violated", violation, explored.states,
+                  explored.transitions, explored.depth, time.perf_counter() - start,
+                  tuple(sorted(_selected(setup))), explored.tree, explored.graph)
 
 
 def _first_stuck(count: int, quiet: Sequence[bool], edges_from: Sequence[int],

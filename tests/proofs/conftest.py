@@ -18,10 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from proofs.modelcheck import rumur  # noqa: E402 - after the root goes on sys.path
+from proofs.modelcheck import cli, refinement, rumur  # noqa: E402 - after the root goes on sys.path
 from proofs.modelcheck.bounds import PRESETS, Bounds  # noqa: E402 - after the root goes on sys.path
 from proofs.modelcheck.checks import CHECKS_BY_NAME, laws_only  # noqa: E402 - after the root goes on sys.path
-from proofs.modelcheck.explorer import Result, explore  # noqa: E402 - after the root goes on sys.path
+from proofs.modelcheck.explorer import Result, explore, liveness_of  # noqa: E402 - after the root goes on sys.path
+from proofs.modelcheck.node import Form  # noqa: E402 - after the root goes on sys.path
+
+from kvoffload.spec import Assumption, Policy  # noqa: E402 - after the root goes on sys.path
 
 RunCheck = Callable[..., Result]
 
@@ -30,11 +33,24 @@ EXPLORATIONS: Counter[tuple[str, str, bool]] = Counter()
 """How many times each (check, preset, alone) was explored this session: at most once."""
 
 
+LIVENESS_TWIN = ":liveness"
+"""A check named ``X:liveness`` checks liveness alone on the setup of check ``X``."""
+
+
 @cache
 def _explore_once(name: str, preset: str, alone: bool) -> Result:
-    EXPLORATIONS[name, preset, alone] += 1
     check = CHECKS_BY_NAME[name]
-    return explore((laws_only(check) if alone else check).setup, PRESETS[preset])
+    twin = name.removesuffix(LIVENESS_TWIN)
+    if not alone and twin != name and twin in CHECKS_BY_NAME:
+        # The twin's search, when it held, went through the same nodes by the same
+        # calls: liveness is read from its graph instead of searching them again.
+        found = _explore_once(twin, preset, alone)
+        if found.verdict == "holds":
+            return liveness_of(check.setup, CHECKS_BY_NAME[twin].setup, found)
+    EXPLORATIONS[name, preset, alone] += 1
+    keep = not alone and name + LIVENESS_TWIN in CHECKS_BY_NAME
+    return explore((laws_only(check) if alone else check).setup, PRESETS[preset],
+                   keep_graph=keep)
 
 
 def _run_check(name: str, preset: str = "tiny", alone: bool = False) -> Result:
@@ -85,3 +101,30 @@ def rumur_check(monkeypatch: pytest.MonkeyPatch) -> Callable[..., rumur.RumurRes
     ``cli.run_rumur`` reproduces share the runs ``test_rumur.py`` makes."""
     monkeypatch.setattr(rumur, "check", _rumur_check)
     return _rumur_check
+
+
+_REFINE = refinement.refine
+
+
+@cache
+def _refine_once(bounds: Bounds, policy: Policy, form: Form,
+                 assumptions: tuple[Assumption, ...]) -> refinement.RefinementResult:
+    return _REFINE(bounds, policy, form, assumptions=assumptions)
+
+
+def _refine(bounds: Bounds, policy: Policy, form: Form,
+            factory: refinement.Factory = refinement.reference_manager,
+            assumptions: tuple[Assumption, ...] = ()) -> refinement.RefinementResult:
+    if factory is not refinement.reference_manager:
+        return _REFINE(bounds, policy, form, factory, assumptions)
+    return _refine_once(bounds, policy, form, assumptions)
+
+
+@pytest.fixture
+def refine_once(monkeypatch: pytest.MonkeyPatch) -> Callable[..., refinement.RefinementResult]:
+    """``refinement.refine`` with one refinement of the reference manager per bounds,
+    policy, form and assumptions per test session; patched into :mod:`cli` for the test,
+    so the rows that ``cli.run_refinement`` reproduces share the refinements
+    ``test_refinement.py`` makes (a planted manager is refined afresh each time)."""
+    monkeypatch.setattr(cli, "refine", _refine)
+    return _refine

@@ -10,9 +10,10 @@ last node (a node property), or from its last node on (liveness).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
-from proofs.modelcheck.bounds import TINY
+from proofs.modelcheck.bounds import TINY, Bounds
 from proofs.modelcheck.checks import CHECKS, CHECKS_BY_NAME
 from proofs.modelcheck.environment import Environment
 from proofs.modelcheck.explorer import (
@@ -22,6 +23,7 @@ from proofs.modelcheck.explorer import (
     explore,
     format_trace,
     initial_node,
+    liveness_of,
     replay,
 )
 from proofs.modelcheck.model import SPEC
@@ -138,3 +140,46 @@ def test_spec_state_counts_do_not_depend_on_hash_order(run_check: RunCheck) -> N
     recorded-rows test checks against another process's count)."""
     assert explore(CHECKS_BY_NAME["spec-lru"].setup, TINY).states == run_check(
         "spec-lru").states
+
+
+TWO_KEYS = Bounds("two-keys", capacity=2, keys=("a", "b"), resets=1, readers=1, width=1)
+"""Where vLLM's form under no-stale-completions already breaks liveness (535 states)."""
+ONE_KEY = Bounds("one-key", capacity=1, keys=("a",), resets=1, readers=1, width=1)
+
+
+@pytest.mark.parametrize(("safety", "bounds"), [
+    (Setup(SPEC, Form.TICKET, Policy.LRU, liveness=False), TWO_KEYS),
+    (CHECKS_BY_NAME["spec-vllm-form+no-stale-completions"].setup, TWO_KEYS)],
+    ids=["holds", "violated"])
+def test_liveness_read_from_the_twin_is_what_a_search_finds(safety: Setup,
+                                                            bounds: Bounds) -> None:
+    """conftest.py reads ``X:liveness`` from check ``X``'s search (liveness_of): the
+    verdict, trace, figures and tree are those of a search of liveness alone."""
+    alone = replace(safety, properties=frozenset({LIVENESS}), liveness=True)
+    twin = explore(safety, bounds, keep_graph=True)
+    assert twin.verdict == "holds"
+    read, fresh = liveness_of(alone, safety, twin), explore(alone, bounds)
+    assert (read.verdict, read.violation, read.states, read.transitions, read.depth,
+            read.checked) == (fresh.verdict, fresh.violation, fresh.states,
+                              fresh.transitions, fresh.depth, fresh.checked)
+    assert read.tree is not None
+    assert fresh.tree is not None
+    assert (read.tree.parent, read.tree.via) == (fresh.tree.parent, fresh.tree.via)
+
+
+def test_liveness_is_read_only_from_a_complete_search_of_the_same_setup() -> None:
+    safety = Setup(SPEC, Form.TICKET, Policy.LRU, liveness=False)
+    alone = replace(safety, properties=frozenset({LIVENESS}), liveness=True)
+    kept = explore(safety, ONE_KEY, keep_graph=True)
+    with pytest.raises(ValueError, match="kept its graph"):
+        liveness_of(alone, safety, explore(safety, ONE_KEY))
+    with pytest.raises(ValueError, match="liveness alone"):
+        liveness_of(safety, safety, kept)
+    with pytest.raises(ValueError, match="but for its properties"):
+        liveness_of(alone, replace(safety, policy=Policy.ARC), kept)
+    broken = explore(CHECKS_BY_NAME["spec-vllm-form"].setup, ONE_KEY, keep_graph=True)
+    assert broken.verdict == "violated"
+    with pytest.raises(ValueError, match="complete search"):
+        liveness_of(replace(CHECKS_BY_NAME["spec-vllm-form"].setup,
+                            properties=frozenset({LIVENESS})),
+                    CHECKS_BY_NAME["spec-vllm-form"].setup, broken)

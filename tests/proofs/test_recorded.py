@@ -132,6 +132,7 @@ def _refinement_params(row: table.Row) -> object:
 
 
 @pytest.mark.parametrize(("row", "name"), [_refinement_params(r) for r in REFINEMENT_ROWS])
+@pytest.mark.usefixtures("refine_once")  # shares test_refinement.py's refinements
 def test_refinement_row_reproduces(row: table.Row, name: str) -> None:
     again = cli.run_refinement(name, TINY).row
     assert (again.result, again.states) == (row.result, row.states)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import pytest
 from proofs.modelcheck.bounds import TINY, Bounds
 from proofs.modelcheck.node import Form
-from proofs.modelcheck.refinement import Factory, NativeManager, refine
+from proofs.modelcheck.refinement import Factory, NativeManager, RefinementResult, refine
 
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import (
@@ -17,6 +17,9 @@ from kvoffload.spec import (
     Policy,
     UnmatchedCompleteLoad,
 )
+
+Refine = Callable[..., RefinementResult]
+"""The ``refine_once`` fixture of conftest.py: ``refine``, once per session and arguments."""
 
 SMALLER = Bounds("smaller", capacity=1, keys=("a", "b"), resets=1, readers=1, width=2)
 ONE_KEY = Bounds("one-key", capacity=1, keys=("a",), resets=1, readers=1, width=1)
@@ -37,6 +40,12 @@ class _SwallowsUnmatched(OffloadManager):
             return Completion()
 
 
+class _Unpicklable(OffloadManager):
+    def __init__(self, capacity: int, policy: Policy) -> None:
+        super().__init__(capacity, policy)
+        self.hook = lambda: None  # a lambda cannot be pickled: refine deep-copies instead
+
+
 def _factory(cls: type[OffloadManager]) -> Factory:
     def make(capacity: int, policy: Policy) -> NativeManager:
         manager: NativeManager = cls(capacity, policy)
@@ -50,12 +59,13 @@ def _factory(cls: type[OffloadManager]) -> Factory:
     pytest.param(Form.VLLM, SMALLER, marks=pytest.mark.slow),
     pytest.param(Form.VLLM, TINY, marks=pytest.mark.slow)],
     ids=["ticket", "vllm-smaller", "vllm"])
-def test_reference_manager_refines_the_spec_lru(form: Form, bounds: Bounds) -> None:
+def test_reference_manager_refines_the_spec_lru(form: Form, bounds: Bounds,
+                                                refine_once: Refine) -> None:
     """vLLM's form with its duplicate and late reports (3,370 states at the smaller
     bound, about a minute) is in the slow tier; at TINY it is refined without them
     (``proofs/check.py --refinement lru-vllm``, 2,347 states), as the README row."""
     assumptions = (NO_STALE_COMPLETIONS,) if form is Form.VLLM and bounds is TINY else ()
-    result = refine(bounds, Policy.LRU, form, assumptions=assumptions)
+    result = refine_once(bounds, Policy.LRU, form, assumptions=assumptions)
     assert result.divergence is None, result.divergence
     assert result.verdict == "holds"
     assert result.comparisons > result.states > 50
@@ -85,3 +95,8 @@ def test_a_planted_missing_error_is_found() -> None:
     assert result.divergence is not None
     assert [str(a) for a in result.divergence.trace] == ["complete_load(['a'])"]
     assert "UnmatchedCompleteLoad" in result.divergence.problem
+
+
+def test_a_manager_that_cannot_be_pickled_is_deep_copied() -> None:
+    """refine copies the manager for each call by one pickle of it, else by deep copy."""
+    assert refine(ONE_KEY, Policy.LRU, Form.TICKET, _factory(_Unpicklable)).verdict == "holds"
