@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -137,6 +138,19 @@ def lmcache_hosts(lmcache_host_zygote: HostZygote, monkeypatch: pytest.MonkeyPat
         return lmcache_host_zygote.command(), real()[1]
 
     monkeypatch.setattr(remote, "_python_host", forked)
+
+
+@pytest.fixture(scope="session")
+def short_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The corpus without its self-test, its TINY traces up to 4 calls (1,745 of them,
+    against 13,218 at the corpus's 6), written once for the session: test_corpus_cpp.py
+    and test_lmcache_backends.py replay it and never write to it (a test that breaks a
+    case breaks a copy). Writing it costs about 1 s of CPU."""
+    from kvoffload.conformance.corpus.corpus_write import write_corpus
+
+    directory = tmp_path_factory.mktemp("short-corpus")
+    write_corpus(directory, selftest=False, max_calls=4)
+    return directory
 
 
 @functools.cache
