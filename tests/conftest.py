@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -20,22 +21,63 @@ from zygote import Zygote
 
 
 def _compile_once() -> None:
-    """Bytecode written once for the session, to a folder of its own.
+    """Bytecode written once, to the suite's cache, and kept between sessions.
 
     Where bytecode is not written (``PYTHONDONTWRITEBYTECODE``, as on this project's
     machines), every process the tests start (the CLI, hosts, inner pytest runs, a few
     hundred in the default tier) compiles kvoffload's modules from source again, about
-    0.15 s of CPU each. The session writes bytecode to a temporary folder instead
-    (``PYTHONPYCACHEPREFIX``, removed at the session's end; nothing is written in the
-    checkout), which its children read. xdist workers inherit the folder."""
+    0.15 s of CPU each. The session writes bytecode to a folder of the suite's cache
+    instead (``PYTHONPYCACHEPREFIX``: ``$KVOFFLOAD_CACHE/pycache``, else
+    ``~/.cache/kvoffload/pycache``; nothing is written in the checkout), which its
+    children read. xdist workers inherit the folder.
+
+    Kept between sessions, not made afresh for each: under a prefix Python reads no
+    ``__pycache__`` beside the source, the installed packages' included, so a session
+    with a new folder compiled torch, LMCache and vLLM again (about 8 s of CPU, twice
+    more under ``python -O``, whose ``.opt-1.pyc`` no install writes). A ``.pyc``
+    records its source's size and time, so an edited module is compiled again (Python's
+    own check). What the folder holds for sources that are gone (pytest's temporary
+    folders, a virtual environment removed) is pruned at the next session's start.
+    ``KVOFFLOAD_NO_BUILD_CACHE=1`` (as for tests/cpp_build.py) gives a temporary folder,
+    removed at the session's end."""
     if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
         return
-    folder = tempfile.mkdtemp(prefix="kvoffload-tests-pycache-")
-    atexit.register(shutil.rmtree, folder, True)
+    if os.environ.get("KVOFFLOAD_NO_BUILD_CACHE") == "1":
+        folder = tempfile.mkdtemp(prefix="kvoffload-tests-pycache-")
+        atexit.register(shutil.rmtree, folder, True)
+    else:
+        from kvoffload.conformance.target.vllm_wheels import cache_dir
+
+        folder = str((cache_dir() / "pycache").resolve())
+        os.makedirs(folder, exist_ok=True)
+        _prune(folder)
     del os.environ["PYTHONDONTWRITEBYTECODE"]
     os.environ["PYTHONPYCACHEPREFIX"] = folder
     sys.pycache_prefix = folder
     sys.dont_write_bytecode = False
+
+
+def _prune(folder: str, depth: int = 4) -> None:
+    """Remove the bytecode of source folders that are gone: each folder of the mirror
+    ``folder`` down to ``depth`` levels (``/tmp/pytest-of-USER/pytest-N``, a removed
+    virtual environment or checkout) whose source folder no longer exists."""
+    level = [folder]
+    for _ in range(depth):
+        below = []
+        for mirror in level:
+            try:
+                entries = list(os.scandir(mirror))
+            except FileNotFoundError:  # pruned by a session beside this one
+                continue
+            for entry in entries:
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                source = os.sep + os.path.relpath(entry.path, folder)
+                if os.path.isdir(source):
+                    below.append(entry.path)
+                else:
+                    shutil.rmtree(entry.path, ignore_errors=True)
+        level = below
 
 
 _compile_once()
@@ -116,6 +158,19 @@ def lmcache_hosts(lmcache_host_zygote: HostZygote, monkeypatch: pytest.MonkeyPat
         return lmcache_host_zygote.command(), real()[1]
 
     monkeypatch.setattr(remote, "_python_host", forked)
+
+
+@pytest.fixture(scope="session")
+def short_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The corpus without its self-test, its TINY traces up to 4 calls (1,745 of them,
+    against 13,218 at the corpus's 6), written once for the session: test_corpus_cpp.py
+    and test_lmcache_backends.py replay it and never write to it (a test that breaks a
+    case breaks a copy). Writing it costs about 1 s of CPU."""
+    from kvoffload.conformance.corpus.corpus_write import write_corpus
+
+    directory = tmp_path_factory.mktemp("short-corpus")
+    write_corpus(directory, selftest=False, max_calls=4)
+    return directory
 
 
 @functools.cache

@@ -50,6 +50,32 @@ def test_a_script_gets_its_argv_folder_streams_and_exit_status(
         "to stderr\n")
 
 
+ENDING = """\
+import atexit, sys, threading, time
+atexit.register(print, "atexit ran")
+def late():
+    time.sleep(0.2)
+    print("the thread ended", flush=False)
+threading.Thread(target=late).start()
+print("main ends", flush=False)
+sys.exit(eval(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("code", ["None", "3", "257", "-1", "'a message'"])
+def test_a_script_ends_as_python_ends_it(bare: Zygote, tmp_path: Path, code: str) -> None:
+    """The child ends by ``os._exit`` without the interpreter's teardown: what comes
+    before it (threads joined, exit handlers, streams flushed, the status ``sys.exit``
+    gives) is python's own."""
+    script = tmp_path / "script.py"
+    script.write_text(ENDING)
+    got = bare.run([str(script), code], tmp_path, timeout=60)
+    fresh = subprocess.run([sys.executable, str(script), code], cwd=tmp_path,
+                           capture_output=True, text=True, check=False)
+    assert got == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert got[1] == "main ends\nthe thread ended\natexit ran\n"
+
+
 def test_an_uncaught_exception_exits_1_with_its_traceback(bare: Zygote, tmp_path: Path) -> None:
     script = tmp_path / "script.py"
     script.write_text("print('before')\nraise ValueError('the answer differs')\n")

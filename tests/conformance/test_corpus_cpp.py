@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from cpp_build import cached_build
-from kvoffload.conformance.corpus.corpus_write import write_corpus
 
 SOURCE = Path(__file__).resolve().parents[2] / "corpus" / "replayer" / "replay.cpp"
 HEADER = Path("/usr/include/nlohmann/json.hpp")
@@ -49,10 +48,10 @@ def replayer(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("corpus")
-    write_corpus(directory, selftest=False, max_calls=4)
-    return directory
+def corpus(short_corpus: Path) -> Path:
+    """The corpus of TINY traces up to 4 calls (tests/conftest.py), shared with
+    test_lmcache_backends.py: read only here."""
+    return short_corpus
 
 
 def test_the_toy_manager_passes_the_cases_it_replays(replayer: Path, corpus: Path) -> None:

@@ -127,12 +127,6 @@ def test_disk_failed_write_blocks_the_chunk_forever() -> None:
     assert "answered PENDING" in found.message
 
 
-SHORT_CALLS = 4
-"""The TINY traces of the default tier's corpus reach 4 calls (1,745 of them, against
-13,218 at the corpus's 6): the failures these tests name are engine cases, not TINY
-ones, and the slow tier replays the whole 6-call corpus."""
-
-
 def write(directory: Any, max_calls: int | None) -> Any:
     from kvoffload.conformance.corpus.corpus import MAX_CALLS
     from kvoffload.conformance.corpus.corpus_write import write_corpus
@@ -142,8 +136,11 @@ def write(directory: Any, max_calls: int | None) -> Any:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    return write(tmp_path_factory.mktemp("corpus"), SHORT_CALLS)
+def corpus(short_corpus: Any) -> Any:
+    """The default tier's corpus (tests/conftest.py): its TINY traces reach 4 calls. The
+    failures these tests name are engine cases, not TINY ones, and the slow tier replays
+    the whole 6-call corpus."""
+    return short_corpus
 
 
 def check_cpu_replay(corpus: Any) -> None:
