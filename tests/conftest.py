@@ -3,14 +3,11 @@ conftest import), so helpers such as :mod:`vllm_releases` import by their plain 
 
 from __future__ import annotations
 
-import atexit
 import functools
 import gc
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,63 +18,28 @@ from zygote import Zygote
 
 
 def _compile_once() -> None:
-    """Bytecode written once, to the suite's cache, and kept between sessions.
+    """Bytecode read and written beside each source, as Python does by default.
 
     Where bytecode is not written (``PYTHONDONTWRITEBYTECODE``, as on this project's
     machines), every process the tests start (the CLI, hosts, inner pytest runs, a few
-    hundred in the default tier) compiles kvoffload's modules from source again, about
-    0.15 s of CPU each. The session writes bytecode to a folder of the suite's cache
-    instead (``PYTHONPYCACHEPREFIX``: ``$KVOFFLOAD_CACHE/pycache``, else
-    ``~/.cache/kvoffload/pycache``; nothing is written in the checkout), which its
-    children read. xdist workers inherit the folder.
+    hundred in the default tier) compiled kvoffload's modules from source again, about
+    0.15 s of CPU each. The session lets Python write bytecode again, in the
+    ``__pycache__`` folders beside the sources (git ignores them), and its children
+    inherit that: kvoffload's modules and the tests' are compiled once and kept between
+    sessions (a ``.pyc`` records its source's size and time, so an edited module is
+    compiled again), the installed packages' bytecode (pip writes it at install) is
+    read as it is, and what ``python -O`` needs (``.opt-1.pyc``, which no install
+    writes) is written once where the folder is writable.
 
-    Kept between sessions, not made afresh for each: under a prefix Python reads no
-    ``__pycache__`` beside the source, the installed packages' included, so a session
-    with a new folder compiled torch, LMCache and vLLM again (about 8 s of CPU, twice
-    more under ``python -O``, whose ``.opt-1.pyc`` no install writes). A ``.pyc``
-    records its source's size and time, so an edited module is compiled again (Python's
-    own check). What the folder holds for sources that are gone (pytest's temporary
-    folders, a virtual environment removed) is pruned at the next session's start.
-    ``KVOFFLOAD_NO_BUILD_CACHE=1`` (as for tests/cpp_build.py) gives a temporary folder,
-    removed at the session's end."""
+    Not a folder of its own (``PYTHONPYCACHEPREFIX``, as until session 34): under a
+    prefix Python reads no ``__pycache__`` beside the source, the installed packages'
+    included, so every session compiled torch, LMCache and vLLM again in the tests'
+    process, the LMCache zygote and the ``-O`` replays (about 8 s of CPU each time, the
+    s34-engines measurements)."""
     if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
         return
-    if os.environ.get("KVOFFLOAD_NO_BUILD_CACHE") == "1":
-        folder = tempfile.mkdtemp(prefix="kvoffload-tests-pycache-")
-        atexit.register(shutil.rmtree, folder, True)
-    else:
-        from kvoffload.conformance.target.vllm_wheels import cache_dir
-
-        folder = str((cache_dir() / "pycache").resolve())
-        os.makedirs(folder, exist_ok=True)
-        _prune(folder)
     del os.environ["PYTHONDONTWRITEBYTECODE"]
-    os.environ["PYTHONPYCACHEPREFIX"] = folder
-    sys.pycache_prefix = folder
     sys.dont_write_bytecode = False
-
-
-def _prune(folder: str, depth: int = 4) -> None:
-    """Remove the bytecode of source folders that are gone: each folder of the mirror
-    ``folder`` down to ``depth`` levels (``/tmp/pytest-of-USER/pytest-N``, a removed
-    virtual environment or checkout) whose source folder no longer exists."""
-    level = [folder]
-    for _ in range(depth):
-        below = []
-        for mirror in level:
-            try:
-                entries = list(os.scandir(mirror))
-            except FileNotFoundError:  # pruned by a session beside this one
-                continue
-            for entry in entries:
-                if not entry.is_dir(follow_symlinks=False):
-                    continue
-                source = os.sep + os.path.relpath(entry.path, folder)
-                if os.path.isdir(source):
-                    below.append(entry.path)
-                else:
-                    shutil.rmtree(entry.path, ignore_errors=True)
-        level = below
 
 
 _compile_once()
