@@ -155,7 +155,10 @@ class LockstepMachine(RuleBasedStateMachine):
 
     @property
     def state(self) -> CacheState:
-        return self.lockstep.state
+        run = self.run  # not through :attr:`lockstep`: the generator asks at every call
+        if run is None:
+            raise RuntimeError("a step ran before the example's target was built")
+        return run.state
 
     def make(self, call: Call) -> object:
         """Step the lockstep driver; count the step, keep the first failure."""
