@@ -50,3 +50,31 @@ def test_a_seed_gives_the_same_calls_whatever_the_process_imported(
     second = calls_of_a_run(monkeypatch)
     assert len(first) > 500
     assert second == first
+
+
+def test_hypothesis_digests_the_machine_once_per_process(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every round hands Hypothesis a machine class of its own, which it digests (the
+    source of the class and of its stateful test: about 10 ms of tokenizing): the
+    runner keeps the digests, Hypothesis's own, for the rounds after the first."""
+    from hypothesis import core, stateful
+    from hypothesis.internal.reflection import function_digest
+
+    from kvoffload.conformance.command import runner
+
+    digested: list[object] = []
+
+    def counting(function: object) -> bytes:
+        digested.append(function)
+        return function_digest(function)
+
+    monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
+    monkeypatch.setattr(runner, "_DIGESTS", {})
+    monkeypatch.setattr(stateful, "function_digest", counting)
+    monkeypatch.setattr(core, "function_digest", counting)
+    for seed in (1, 2, 3):
+        run_check("kvoffload.impl:OffloadManager", CheckConfig(max_examples=2, steps=8, seed=seed))
+    assert len(digested) == 2  # the machine class and Hypothesis's test, in the first run
+    assert sorted(runner._DIGESTS.values()) == sorted(function_digest(f) for f in digested)
+    assert stateful.function_digest is counting  # put back
+    assert core.function_digest is counting

@@ -8,8 +8,9 @@ configuration it was reached under.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kvoffload.spec import ASSUMPTIONS, Assumption, Eviction, Policy
@@ -153,6 +154,12 @@ class CheckConfig:
         """May the target evict on its own, between calls (``--eviction background``)?"""
         return self.eviction is Eviction.BACKGROUND
 
+    def sized(self, capacity: int) -> CheckConfig:
+        """This configuration on a tier of ``capacity`` slots: every example, shrink
+        candidate and replay asks for one, and a configuration made anew runs the
+        options' checks again (:meth:`__post_init__`), so each is made once."""
+        return self if capacity == self.capacity else _sized(self, capacity)
+
     def describe(self) -> dict[str, object]:
         """The configuration as plain values, for reports and report.json."""
         return {
@@ -173,6 +180,11 @@ class CheckConfig:
             "trace": self.trace,
             "target_defaults": list(self.target_defaults),
         }
+
+
+@functools.lru_cache(maxsize=256)
+def _sized(config: CheckConfig, capacity: int) -> CheckConfig:
+    return replace(config, capacity=capacity)
 
 
 def tier_size(draw: int, capacity: int) -> int:

@@ -6,7 +6,7 @@ the first one broken; :data:`INVARIANTS` lists them for reports and the model ch
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import chain
 
 from .errors import InvariantViolation
@@ -81,14 +81,20 @@ def tickets_name_one_job(state: CacheState) -> bool:
         len(set(o.tickets)) == len(o.tickets) for o in state.orphans)
 
 
-def _jobs(state: CacheState) -> Iterator[tuple[Ticket, tuple[CopyKind, int | None]]]:
+def _jobs(state: CacheState) -> list[tuple[Ticket, tuple[CopyKind, int | None]]]:
     """Every ticket in the state with its job's kind and epoch (None: running live)."""
+    jobs: list[tuple[Ticket, tuple[CopyKind, int | None]]] = []
+    store, load = (CopyKind.STORE, None), (CopyKind.LOAD, None)
     for b in state.blocks:
         if b.ticket is not None:
-            yield b.ticket, (CopyKind.STORE, None)
-        yield from ((t, (CopyKind.LOAD, None)) for t in b.loads)
+            jobs.append((b.ticket, store))
+        for t in b.loads:
+            jobs.append((t, load))
     for o in state.orphans:
-        yield from ((t, (o.kind, o.epoch)) for t in o.tickets)
+        job = (o.kind, o.epoch)
+        for t in o.tickets:
+            jobs.append((t, job))
+    return jobs
 
 
 def lru_queues_evictable_blocks(state: CacheState) -> bool:

@@ -19,7 +19,7 @@ from ..config import CheckConfig
 from ..errors import PropertyViolation
 from ..judge.explain import error_text
 from ..judge.guard import Interrupted, timed_calls
-from ..judge.machine import BURST, Counters, build_machine
+from ..judge.machine import BURST, Counters, LockstepMachine, build_machine
 from ..judge.properties import PROPERTIES
 from ..judge.shrink import attempt, shrink
 from ..target.isolation import mark_running
@@ -71,6 +71,65 @@ def _without_source_constants() -> Iterator[None]:
     finally:
         setattr(providers, "_get_local_constants", pool)  # noqa: B010  # as above
         cache.cache.clear()
+
+
+_DIGESTS: dict[object, bytes] = {}
+"""Hypothesis's digests of the machine class and of its stateful test function, by
+:func:`_digest_key` (see :func:`_digests_once`)."""
+
+
+def _digest_key(function: Any) -> object:
+    """What Hypothesis's digest of ``function`` depends on, for the two it digests in a
+    run: a machine class of :func:`build_machine` (the source of :class:`LockstepMachine`,
+    its signature), and Hypothesis's own stateful test function (its code, and the
+    machine's digest added to it). None for anything else: digested every time."""
+    if isinstance(function, type):  # build_machine's: found by the name of its base
+        made = (function.__bases__ == (LockstepMachine,)
+                and function.__qualname__ == LockstepMachine.__qualname__
+                and function.__module__ == LockstepMachine.__module__)
+        return LockstepMachine if made else None
+    code = getattr(function, "__code__", None)
+    if code is None or getattr(function, "__module__", None) != "hypothesis.stateful":
+        return None
+    return code, getattr(function, "_hypothesis_internal_add_digest", None)
+
+
+@contextmanager
+def _digests_once() -> Iterator[None]:
+    """Hypothesis's digests of the machine computed once per process, for as long as the
+    run lasts.
+
+    Every round of every run hands Hypothesis a machine class of its own, and
+    Hypothesis digests the class's source and that of its stateful test function
+    (tokenizing both; the database key), about 10 ms a round, for the same bytes every
+    time. They are kept here (:data:`_DIGESTS`), so the keys, and the examples a
+    database replays, are those Hypothesis computes. Hypothesis's function is put back
+    after; where it is laid out otherwise nothing is done. Not thread safe (as
+    :func:`_without_source_constants`)."""
+    from hypothesis import core, stateful
+
+    digest: Callable[[Any], bytes] | None = getattr(stateful, "function_digest", None)
+    shared = getattr(core, "function_digest", None) is digest  # one function, named twice
+    if digest is None or not shared:
+        yield
+        return
+
+    def once(function: Any) -> bytes:
+        key = _digest_key(function)
+        if key is None:
+            return digest(function)
+        kept = _DIGESTS.get(key)
+        if kept is None:
+            kept = _DIGESTS[key] = digest(function)
+        return kept
+
+    for module in (stateful, core):
+        setattr(module, "function_digest", once)  # noqa: B010  # private, set by name
+    try:
+        yield
+    finally:
+        for module in (stateful, core):
+            setattr(module, "function_digest", digest)  # noqa: B010  # as above
 
 
 REPLAYS = 5
@@ -271,7 +330,7 @@ def _explore(result: CheckResult, prepared: Prepared, counters: Counters,
     unreliable: str | None = None
     counters.first, counters.first_error = None, None
     try:
-        with _without_source_constants():
+        with _without_source_constants(), _digests_once():
             _run_machine(seeded(machine), settings=options)
     except PropertyViolation as violation:
         found = violation
@@ -413,7 +472,7 @@ def _replay(failure: Failure, prepared: Prepared, config: CheckConfig,
     time is reported flaky, with how often it did."""
     violation = failure.violation
     calls = violation.trace[:violation.generated]
-    shrunk_config = replace(config, capacity=violation.capacity)
+    shrunk_config = config.sized(violation.capacity)
     failure.replays = REPLAYS
     failure.reproduced = sum(
         1 for _ in range(REPLAYS)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from typing import Protocol
 
 from kvoffload.spec import (
@@ -167,8 +168,8 @@ class CallGenerator:
         """BURST calls, each chosen and built from ``x``'s generator."""
         rng = random.Random(x)
         for _ in range(BURST):
-            names, weights = self._choices()
-            getattr(self, rng.choices(names, weights)[0])(rng)
+            names, cumulative = self._choices()
+            getattr(self, rng.choices(names, cum_weights=cumulative)[0])(rng)
 
     def forget_jobs(self) -> None:
         """The driver replaced its target: no job of the old one is running."""
@@ -200,17 +201,19 @@ class CallGenerator:
                 "reset": self.rules.reset_in_flight or not (storing or reading or orphans)}
 
     def _choices(self) -> tuple[tuple[str, ...], tuple[float, ...]]:
-        """The operations possible now and their weights (recomputed only when the spec's
-        state changed since the last call)."""
+        """The operations possible now and their cumulative weights, as
+        ``random.choices`` sums the weights itself (recomputed only when the spec's state
+        changed since the last call)."""
         state = self.state
-        cached, names, weights = self._options
+        cached, names, cumulative = self._options
         if cached is state:
-            return names, weights
+            return names, cumulative
         facts = self._facts(state)
         chosen = [(n, w) for n, w, need in self.enabled if need is None or facts[need]]
-        names, weights = tuple(n for n, _ in chosen), tuple(w for _, w in chosen)
-        self._options = (state, names, weights)
-        return names, weights
+        names = tuple(n for n, _ in chosen)
+        cumulative = tuple(accumulate(w for _, w in chosen))
+        self._options = (state, names, cumulative)
+        return names, cumulative
 
     def _still_running(self, group: _Group, key: Key) -> bool:
         """Is ``group``'s copy of ``key`` still running (live, or left by a reset)?"""
@@ -230,10 +233,12 @@ class CallGenerator:
         groups = []
         for group in self.groups:
             running = tuple(k for k in group.keys if self._still_running(group, k))
-            if running:
-                groups.append(replace(group, keys=running))
-            else:
+            if not running:
                 self.finished.append(group)
+            elif len(running) == len(group.keys):  # every key still running: as it is
+                groups.append(group)
+            else:
+                groups.append(replace(group, keys=running))
         self.groups, self.finished = groups, self.finished[-8:]
         epoch = self.state.epoch
         return [g for g in self.groups if (kind is None or g.kind is kind)

@@ -18,7 +18,7 @@ the slot its block was stored in" compares the target with itself through the sp
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import NamedTuple
@@ -137,8 +137,9 @@ class Lockstep:
         self.to_spec: dict[int, int] = {}
         self.pending: deque[_Pending] = deque()
         """Calls sent to a host, answers not yet compared (see :data:`DEFERRED`)."""
-        self.deferring = callable(getattr(adapter, "post", None)) and not (
-            config.background_eviction)
+        self.background = config.background_eviction
+        """``--eviction background`` (read once: every call asks)."""
+        self.deferring = callable(getattr(adapter, "post", None)) and not self.background
         """Send calls without waiting for their answers (a host's adapter); never under
         ``--eviction background``, where an eviction observed at one call changes the
         spec's state for every call after it."""
@@ -147,8 +148,12 @@ class Lockstep:
         the trace came before each, and the keys the spec evicted then (D14)."""
         self.times_itself = getattr(adapter, "times_itself", False) is True
         """A host's adapter times each call itself (the judge's timer stays off)."""
+        self.timeout = 0 if self.times_itself else config.call_timeout
+        """The judge's limit on each call into the target (0: none)."""
         self.unchecked = 0
         """Calls that changed the spec's state since its invariants were last checked."""
+        self._probe_calls: tuple[Call, ...] = ()
+        """The lookups :meth:`_probes` made last."""
 
     # --- driving -------------------------------------------------------------------
 
@@ -213,7 +218,7 @@ class Lockstep:
             now, self.state = self.state, sent.before
             try:
                 answers = iter(self._collect([*sent.probes, call, *sent.probes]))
-                self._judge_rejection(call, sent.misuse, list(sent.probes), answers)
+                self._judge_rejection(call, sent.misuse, sent.probes, answers)
             finally:
                 self.state = now
             return
@@ -280,9 +285,8 @@ class Lockstep:
         """Make ``call`` on the target: the one place the suite calls it. A ticket is
         the spec's: the target is told its own ticket for that job."""
         if call.ticket is not None:
-            call = replace(call, ticket=self.target_ticket(call.ticket), job=None)
-        timeout = 0 if self.times_itself else self.config.call_timeout
-        return TargetAnswer(*guarded_call(send, self.adapter, call, timeout))
+            call = Call(call.op, call.keys, call.success, self.target_ticket(call.ticket))
+        return TargetAnswer(*guarded_call(send, self.adapter, call, self.timeout))
 
     def target_ticket(self, spec_ticket: int) -> int:
         """The target's ticket for the spec's ``spec_ticket``; for a ticket the spec never
@@ -303,18 +307,17 @@ class Lockstep:
     # --- one call --------------------------------------------------------------------
 
     def _dispatch(self, call: Call) -> Output | MisuseError:
-        if self.config.background_eviction:  # never deferring: one call at a time
+        if self.background:  # never deferring: one call at a time
             return self._dispatch_observing(call)
         if call.op is Op.PREPARE_STORE:
+            planned, exact = apply(self.state, call)  # the spec's own choices: never misuse
             if self.deferring:
-                new_state, exact = apply(self.state, call)  # the spec's own choices
                 if isinstance(exact, StoreRejected):  # the target has no choice to make:
-                    return self._defer(call, new_state, exact)  # compared later
+                    return self._defer(call, planned, exact)  # compared later
                 answer = self._batch([call])[0]  # behind the calls pending: one round trip
             else:
-                _, exact = apply(self.state, call)  # the spec's own choices: never misuse
                 answer = self.call_target(call)
-            return self._judge_store(call, exact, answer)
+            return self._judge_store(call, exact, answer, planned)
         try:
             new_state, expected = apply(self.state, call)
         except MisuseError as misuse:
@@ -326,11 +329,13 @@ class Lockstep:
             return self._defer(call, new_state, expected)
         return self._judge_output(call, new_state, expected, self.call_target(call))
 
-    def _judge_store(self, call: Call, exact: Output, answer: TargetAnswer) -> Output:
-        """Judge a store's ``answer`` against the spec's own choices ``exact``."""
+    def _judge_store(self, call: Call, exact: Output, answer: TargetAnswer,
+                     planned: CacheState | None = None) -> Output:
+        """Judge a store's ``answer`` against the spec's own choices ``exact`` (its next
+        state ``planned``, where known)."""
         if answer.error is not None:
             compare.unexpected_error(self, call, answer.error, exact)
-        self.state, plan = compare.check_store(self, call, exact, answer.value)
+        self.state, plan = compare.check_store(self, call, exact, answer.value, planned)
         return plan
 
     def _judge_output(self, call: Call, new_state: CacheState, expected: Output,
@@ -406,7 +411,8 @@ class Lockstep:
     def _judge(self, call: Call, answer: TargetAnswer) -> Output | MisuseError:
         """Judge ``answer`` to ``call`` against the spec's state now; move the state on."""
         if call.op is Op.PREPARE_STORE:
-            return self._judge_store(call, apply(self.state, call)[1], answer)
+            planned, exact = apply(self.state, call)
+            return self._judge_store(call, exact, answer, planned)
         try:
             new_state, expected = apply(self.state, call)
         except MisuseError as misuse:  # only after an eviction: the key is gone now
@@ -506,8 +512,13 @@ class Lockstep:
         answers = (self.call_target(c) for c in [*probes, call, *probes])
         self._judge_rejection(call, misuse, probes, answers)
 
-    def _probes(self) -> list[Call]:
-        return [Call(Op.LOOKUP, (key,)) for key in sorted(self.seen, key=repr)]
+    def _probes(self) -> tuple[Call, ...]:
+        """A lookup of every key seen so far, in the order of their reprs: made again
+        only once a key is seen for the first time (``seen`` only grows)."""
+        if len(self._probe_calls) != len(self.seen):
+            self._probe_calls = tuple(Call(Op.LOOKUP, (key,))
+                                      for key in sorted(self.seen, key=repr))
+        return self._probe_calls
 
     def _defer_rejection(self, call: Call, misuse: MisuseError) -> MisuseError:
         """:meth:`_expect_rejection` for a host: the probes, the call and the probes again
@@ -516,14 +527,14 @@ class Lockstep:
         probes = self._probes()
         self._post([*probes, call, *probes])
         self.pending.append(_Pending(call, self.state, self.state, None, len(self.trace),
-                                     self.generated, self.phase, misuse, tuple(probes)))
+                                     self.generated, self.phase, misuse, probes))
         if len(self.pending) >= WINDOW:
             self.settle()
         if stop_requested():
             raise Interrupted("stopped by Ctrl-C")
         return misuse
 
-    def _judge_rejection(self, call: Call, misuse: MisuseError, probes: list[Call],
+    def _judge_rejection(self, call: Call, misuse: MisuseError, probes: Sequence[Call],
                          answers: Iterator[TargetAnswer]) -> None:
         """The target's answers to ``probes``, ``call`` and ``probes`` again: it must
         reject ``call`` as the spec does, and its lookups must not move."""
@@ -589,7 +600,7 @@ class Lockstep:
             raise Interrupted("stopped by Ctrl-C")
         return answers
 
-    def _probe(self, call: Call, probes: list[Call], answers: Iterator[TargetAnswer],
+    def _probe(self, call: Call, probes: Sequence[Call], answers: Iterator[TargetAnswer],
                before: dict[Key, Reported] | None) -> dict[Key, Reported]:
         """Look up every key seen so far (``probes``, answered by ``answers``). Before the
         call (``before`` is None) the answers must agree with the spec; after it, they
@@ -622,7 +633,7 @@ class Lockstep:
     def _evicted_meanwhile(self, key: Key, expected: LookupResult, got: Reported) -> bool:
         """Under ``--eviction background``, a probe that finds a READY block with no
         readers gone is the spec's ``evict_in_background``: observed, not a failure."""
-        if not (self.config.background_eviction and expected is LookupResult.HIT
+        if not (self.background and expected is LookupResult.HIT
                 and got is LookupResult.MISS and key in self.state.evictable()):
             return False
         self._observe_eviction(frozenset({key}))

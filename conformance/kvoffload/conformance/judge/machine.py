@@ -23,7 +23,7 @@ example goes on with a fresh one (see :mod:`kvoffload.conformance.command.runner
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from hypothesis import strategies as st
@@ -134,7 +134,7 @@ class LockstepMachine(RuleBasedStateMachine):
     # --- the generator's driver --------------------------------------------------------
 
     def _fresh_target(self) -> None:
-        config = replace(self.setup.config, capacity=self.capacity)
+        config = self.setup.config.sized(self.capacity)
         try:
             adapter = construct(self.setup.make_adapter, self.capacity, config.call_timeout)
         except PropertyViolation as violation:
@@ -155,7 +155,10 @@ class LockstepMachine(RuleBasedStateMachine):
 
     @property
     def state(self) -> CacheState:
-        return self.lockstep.state
+        run = self.run  # not through :attr:`lockstep`: the generator asks at every call
+        if run is None:
+            raise RuntimeError("a step ran before the example's target was built")
+        return run.state
 
     def make(self, call: Call) -> object:
         """Step the lockstep driver; count the step, keep the first failure."""

@@ -86,7 +86,7 @@ def shrink(
                 violation = replayed[key]
             else:
                 violation = replayed[key] = attempt(
-                    make_adapter, replace(config, capacity=capacity), calls, drain, silenced)
+                    make_adapter, config.sized(capacity), calls, drain, silenced)
             if violation is not None and violation.prop == found.prop:
                 if _size(violation) <= _size(best):
                     best, largest = violation, capacity

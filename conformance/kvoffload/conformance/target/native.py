@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
+from operator import is_not
 from typing import Any
 
 from kvoffload.spec import (
@@ -152,7 +153,7 @@ class NativeAdapter:
         try:
             return getattr(self.manager, op)(sent, *args, **kwargs)
         finally:
-            if len(sent) != len(keys) or any(a is not b for a, b in zip(sent, keys)):  # noqa: B905  # lengths compared first
+            if len(sent) != len(keys) or any(map(is_not, sent, keys)):
                 raise Untranslatable(  # the mutation is the failure, whatever the call raised
                     "arguments", f"{op} changed the list of keys it was given, from "
                     f"{list(keys)!r} to {sent!r}; the caller still owns it")
@@ -222,7 +223,10 @@ def _slots(slots: object, keys: int, op: str) -> tuple[int, ...]:
 
 
 def _items(values: object) -> tuple[object, ...] | None:
-    """The items of a returned container; None if it is none (a string is none)."""
+    """The items of a returned container; None if it is none (a string is none). A
+    tuple, the commonest answer, is read as it is (immutable: nothing to copy)."""
+    if type(values) is tuple:
+        return values
     if not isinstance(values, Iterable) or isinstance(values, (str, bytes)):
         return None
     return tuple(values)
