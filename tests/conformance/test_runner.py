@@ -72,9 +72,15 @@ def test_hypothesis_digests_the_machine_once_per_process(
     monkeypatch.setattr(runner, "_DIGESTS", {})
     monkeypatch.setattr(stateful, "function_digest", counting)
     monkeypatch.setattr(core, "function_digest", counting)
-    for seed in (1, 2, 3):
+    run_check("kvoffload.impl:OffloadManager", CheckConfig(max_examples=2, steps=8, seed=1))
+    # The machine class, and Hypothesis's test where Hypothesis wants its database key
+    # (not under every settings profile an earlier test may have loaded):
+    first = list(digested)
+    assert 1 <= len(first) <= 2
+    assert any(isinstance(function, type) for function in first)
+    for seed in (2, 3):
         run_check("kvoffload.impl:OffloadManager", CheckConfig(max_examples=2, steps=8, seed=seed))
-    assert len(digested) == 2  # the machine class and Hypothesis's test, in the first run
+    assert digested == first  # nothing digested again in the later rounds
     assert sorted(runner._DIGESTS.values()) == sorted(function_digest(f) for f in digested)
     assert stateful.function_digest is counting  # put back
     assert core.function_digest is counting
