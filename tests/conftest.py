@@ -49,12 +49,13 @@ def _collect_the_oldest_rarely() -> None:
     """Full (generation 2) collections no more than once per 1,000 generation-1 ones.
 
     The default tier imports torch, LMCache, vLLM's offloading code and Hypothesis into
-    one process: 600,000 to 850,000 objects the cyclic collector tracks by the end, most
-    of them long-lived. With CPython's default thresholds (700, 10, 10) every tenth
-    generation-1 collection may be a full one, and each scanned the whole heap: 40 full
-    collections took 11 to 12 s of the run's CPU (gc.callbacks, session 34). Collecting
-    the oldest generation rarely left 4 full collections (3.2 s) and raised the peak
-    resident size from about 650 MB to 830 MB. Only the tests' process is affected:
+    one process: about 600,000 objects the cyclic collector tracks by the end (980,000
+    with this change), most of them long-lived. With CPython's default thresholds (700,
+    10, 10) every tenth generation-1 collection may be a full one, and each scanned the
+    whole heap: 41 full collections took 12.7 s of the run's CPU, all collections 18.8 s
+    (gc.callbacks, session 34, docs/performance.md). Collecting the oldest generation
+    rarely left 4 full collections (3.1 s; all collections 8.4 s) and raised the peak
+    resident size from 680 MB to 858 MB. Only the tests' process is affected:
     nothing the suite ships sets a threshold, and the processes the tests start keep
     the default."""
     young, middle, _ = gc.get_threshold()

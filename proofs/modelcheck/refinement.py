@@ -204,8 +204,11 @@ def refine(bounds: Bounds, policy: Policy, form: Form, factory: Factory = refere
         comparisons += len(trace)
         if divergence is not None:
             return result(divergence)
-        copies = _copier(driven)
-        for action in calls.get(i, ()):
+        actions = calls.get(i, ())
+        if not actions:
+            continue
+        copies = _copier(driven)  # a pickle of the manager: only for a node with calls
+        for action in actions:
             manager, tickets = copies(), dict(driven_tickets)
             _, problem = compare(state, manager, action.call, tickets)
             comparisons += 1

@@ -8,6 +8,8 @@ unreduced one reaches classes (nothing is missed, call reduction included).
 
 from __future__ import annotations
 
+from functools import cache
+
 import pytest
 from proofs.modelcheck.bounds import TINY, Bounds
 from proofs.modelcheck.explorer import Setup, explore
@@ -45,18 +47,10 @@ def _unreduced(setup: Setup, bounds: Bounds) -> list[Node]:
     return list(nodes.values())
 
 
-_EXACT: dict[tuple[Node, tuple[str, ...]], object] = {}
-"""Exact forms computed so far this session: a pure function of the node, and the
-node-failure case reaches most of the nodes the lru-ticket case does (1,892 of 2,114)."""
-
-
-def _exact_form(node: Node, keys: tuple[str, ...]) -> object:
-    """:func:`exact_form` (the brute-force form, the costly part of the check), once per
-    node and key universe."""
-    found = _EXACT.get((node, keys))
-    if found is None:
-        found = _EXACT[node, keys] = exact_form(node, keys)
-    return found
+_exact_form = cache(exact_form)
+""":func:`exact_form` (the brute-force form, the costly part of the check), once per node
+and key universe this session: the node-failure case reaches most of the nodes the
+lru-ticket case does (1,892 of 2,114)."""
 
 
 @pytest.mark.parametrize(("setup", "bounds"), [

@@ -114,7 +114,7 @@ def replay_case(case: dict[str, Any], make_adapter: Callable[[int], Adapter],
     """Replay ``case`` on a fresh target in lockstep with the spec, then drain: None if
     it passes, the violation at its first divergence, or why it was skipped (a call an
     assumption rules out in the state the target's own choices led to)."""
-    config = replace(config, capacity=case["capacity"])
+    config = config.sized(case["capacity"])
     stale = not config.assumes("no-stale-completions")
     tickets: dict[str, int] = {}
     try:

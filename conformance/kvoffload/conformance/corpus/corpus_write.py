@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +132,7 @@ def failures(prepared: Prepared, config: CheckConfig, seed: int,
         capacity = rng.randint(1, 4)
         mix = rng.getrandbits(32)
         bursts = [rng.getrandbits(32) for _ in range(SELFTEST_BURSTS)]
-        example = replace(config, capacity=capacity)
+        example = config.sized(capacity)
         try:
             run = Lockstep(construct(prepared.make_adapter, capacity, 0), example)
             calls = CallGenerator(rules, _Driver(run))
