@@ -14,7 +14,6 @@ in neither Hypothesis nor any target.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.util
 import sys
 from collections.abc import Iterable, Sequence
@@ -23,6 +22,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from importlib.abc import Loader
+
     from .command.runner import CheckResult
     from .errors import PropertyViolation, UsageError
 
@@ -128,33 +129,41 @@ _MOVED = {
 """Old name -> new, relative to this package, of every module the layout moved."""
 
 
-class _MovedModules(importlib.abc.MetaPathFinder):
+class _MovedModules:
     """``kvoffload.conformance.runner`` imports as ``kvoffload.conformance.command.runner``
     (the same module object): reproducers, targets, scripts and TARGET strings written
-    against the flat layout keep working. ``python -m`` needs the new names."""
+    against the flat layout keep working. ``python -m`` needs the new names.
+
+    A meta path finder by its ``find_spec`` alone: :mod:`importlib.abc` (whose import
+    brings in :mod:`importlib.resources`, :mod:`pathlib`, :mod:`tempfile` and theirs) is
+    imported only when an old name is, not by every process that imports this package
+    (each Python host does)."""
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: ModuleType | None = None) -> ModuleSpec | None:
         moved = _MOVED.get(fullname.removeprefix(__name__ + "."))
         if moved is None or not fullname.startswith(__name__ + "."):
             return None
-        return importlib.util.spec_from_loader(fullname, _Alias(f"{__name__}.{moved}"))
+        return importlib.util.spec_from_loader(fullname, _alias(f"{__name__}.{moved}"))
 
 
-class _Alias(importlib.abc.Loader):
-    """Loads an old name as the module under its new name, leaving that module as it is."""
+def _alias(name: str) -> Loader:
+    """A loader of an old name: the module under its new name ``name``, left as it is."""
+    import importlib.abc
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.spec: ModuleSpec | None = None
+    class _Alias(importlib.abc.Loader):
+        def __init__(self) -> None:
+            self.spec: ModuleSpec | None = None
 
-    def create_module(self, spec: ModuleSpec) -> ModuleType:
-        module = importlib.import_module(self.name)
-        self.spec = module.__spec__
-        return module
+        def create_module(self, spec: ModuleSpec) -> ModuleType:
+            module = importlib.import_module(name)
+            self.spec = module.__spec__
+            return module
 
-    def exec_module(self, module: ModuleType) -> None:
-        module.__spec__ = self.spec  # the import system set the alias's; keep the module's own
+        def exec_module(self, module: ModuleType) -> None:
+            module.__spec__ = self.spec  # the import system set the alias's; keep the module's own
+
+    return _Alias()
 
 
 if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):

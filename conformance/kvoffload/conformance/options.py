@@ -23,7 +23,6 @@ import enum
 import math
 import os
 import shlex
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -493,6 +492,8 @@ _PARSERS: dict[Kind, Any] = {
 def _check_writable(option: Option, path: Path, front_end: FrontEnd) -> None:
     """Fail before running, not after: a FOLDER must be one we can write in (made if
     missing), a FILE one we can write."""
+    import tempfile  # here, not by every host (through targets.py): shutil, bz2, lzma, random
+
     flag = option.flag(front_end)
     try:
         if option.kind is Kind.FOLDER:
