@@ -61,13 +61,19 @@ def _demo(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _run_traffic(args: argparse.Namespace) -> int:
+    from .traffic.command import run_traffic_command
+
+    return run_traffic_command(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from kvoffload.spec import ASSUMPTIONS
 
     from .command.check_command import EXIT_STATUS, add_check_arguments, run_check_command
     from .corpus.corpus_command import add_corpus_arguments, run_corpus_command
-    from .traffic.command import add_traffic_arguments, run_traffic_command
 
+    args_given = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(prog="kvoffload", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="play the spec's scenarios (PR #41795 first)")
@@ -88,9 +94,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     corpus.set_defaults(run=run_corpus_command)
     traffic = sub.add_parser("traffic", help="serve request traces (Mooncake's) through the "
                              "reference tier: hit rates, in-flight lookups (docs/traffic.md)")
-    add_traffic_arguments(traffic)
-    traffic.set_defaults(run=run_traffic_command)
-    args = parser.parse_args(argv)
+    if "traffic" in args_given:
+        # Only a command line that names it can choose it (a sub-command is its exact
+        # name): its options and its modules (the simulator, the traces, the reference
+        # manager: about 25 ms) are not made for the other commands.
+        from .traffic.command import add_traffic_arguments
+
+        add_traffic_arguments(traffic)
+    traffic.set_defaults(run=_run_traffic)
+    args = parser.parse_args(args_given)
     result: int = args.run(args)
     return result
 
