@@ -5,6 +5,7 @@ imported each other until issue 23)."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "conformance" / "kvoffload" / "conformance"
@@ -38,7 +39,10 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
     return found
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
+    """Read once per session (parsing every module is about 0.3 s of CPU); the tests
+    only read it."""
     paths = sorted(PACKAGE.rglob("*.py"))
     modules = {module_name(p) for p in paths}
     return {module_name(p): imports_of(p, modules) for p in paths}
