@@ -245,15 +245,21 @@ def test_a_call_that_overruns_the_timeout_is_a_liveness_failure(
     """Unshrunk: every candidate of a shrink replays in a new host, most with a 0.2 s
     busy call (7 of the run's 12 replays, a third of its 5 s of CPU), and a hang's
     shrink is not what this test claims; test_isolation.py's
-    ``test_a_call_that_swallows_every_timeout_ends_the_run_as_liveness`` shrinks one."""
+    ``test_a_call_that_swallows_every_timeout_ends_the_run_as_liveness`` shrinks one.
+
+    The hang sleeps in its loop: the judge ends a host that overruns with SIGKILL,
+    whatever the call does, so spinning was only CPU burnt (0.2 s in each of the 7
+    hosts that time out). A call that spins and ignores SIGALRM is
+    test_host.py's ``test_a_call_that_ignores_sigalrm_and_loops_is_liveness`` (slow)."""
     monkeypatch.setattr(runner, "shrink", lambda make_adapter, config, found, **_: found)
     path = write(tmp_path, "hangs.py", """
+        import time
         from kvoffload.impl import OffloadManager
         class Hangs(OffloadManager):
             def touch(self, keys):
                 while True:
                     try:
-                        pass
+                        time.sleep(0.01)
                     except Exception:  # a target that swallows errors is still stopped
                         pass
     """)
