@@ -13,6 +13,8 @@ import pytest
 from kvoffload.conformance.cli import main
 from kvoffload.conformance.command.report import SCHEMA
 
+pytest_plugins = ["pytester"]
+
 SMALL = ["--max-examples", "25", "--steps", "60", "--seed", "5", "--quiet"]
 
 
@@ -21,8 +23,13 @@ def run(argv: list[str], report: Path) -> int:
 
 
 def test_a_failing_target_exits_1_with_report_and_reproducer(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], pytester: pytest.Pytester
 ) -> None:
+    """The reproducer fails under pytest, run in this process (pytester: a session of
+    its own, the installed plugins loaded, ``sys.modules`` put back after): a fresh
+    ``python -m pytest`` cost about 1 s of CPU, nearly all of it pytest's and its
+    plugins' start-up. The same file, fixed, runs in a fresh interpreter below
+    (``python reproducer.py``): what it imports is its own."""
     junit = tmp_path / "junit.xml"
     code = run(["kvoffload.conformance.selftest.mutants:LookupPendingAsMiss",
                 "--junit", str(junit)], tmp_path)
@@ -44,10 +51,10 @@ def test_a_failing_target_exits_1_with_report_and_reproducer(
 
     reproducer = Path(violation["reproducer"])
     assert "hypothesis" not in reproducer.read_text().lower()
-    failing = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                              str(reproducer)], capture_output=True, text=True, cwd=tmp_path)
-    assert failing.returncode == 1, failing.stdout
-    assert "PropertyViolation" in failing.stdout
+    failing = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", str(reproducer))
+    assert failing.ret == 1, failing.stdout.str()
+    assert "PropertyViolation" in failing.stdout.str()
+    failing.assert_outcomes(failed=1)
     fixed = reproducer.read_text().replace("mutants:LookupPendingAsMiss",
                                            "mutants:OffloadManager")
     reproducer.write_text(fixed)
