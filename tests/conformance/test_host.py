@@ -4,6 +4,15 @@ pytest plugin, each in a real process, each ending with its documented exit stat
 that cannot be made, 130 the user's interrupt, 143 SIGTERM from outside) within its
 budget plus the call timeout, with the report where the user asked.
 
+Each target runs in a real host, a process of its own. The judge runs as the user runs
+it, ``kvoffload check`` in a process of its own (:func:`run_check`), where that process
+is what a test is about: signals to it, its death, a cheat on its exit status, a host
+that outlives it. Where the test is about what the target does in its host (it exits,
+forks, hangs, removes the report's folder, takes its time at exit), the judge is
+:func:`~kvoffload.conformance.cli.main` in the test's process (:func:`judge_here`): the
+same run, host and exit status, without a second interpreter importing the judge
+(about 0.3 s of CPU a run).
+
 The targets live in :mod:`tests.conformance.hostile_hosts` (as source text: each is
 written to a file of its own). Budgets are tiny (20 examples of 40 calls) so the
 default tier stays fast; the slower cases are marked ``slow``.
@@ -52,6 +61,22 @@ def run_check(folder: Path, source: str, *options: str, cwd: Path | None = None,
         cwd=cwd, check=False)
 
 
+def judge_here(folder: Path, source: str, capfd: pytest.CaptureFixture[str],
+               *options: str) -> subprocess.CompletedProcess[str]:
+    """:func:`run_check`'s run with the judge in this process: ``main`` is what
+    ``kvoffload check`` runs, its value the command's exit status; the target is still
+    in a host of its own, whose standard error (the target's) is this process's, caught
+    by ``capfd`` with the judge's output."""
+    from kvoffload.conformance.cli import main
+
+    path = _target(folder, source)
+    argv = ["check", f"{path}:Target", *SMALL, "--report-dir", str(folder / "r"), *options]
+    capfd.readouterr()
+    status = main(argv)
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(argv, status, out, err)
+
+
 def _gone(pid: int, within: float = 10.0) -> bool:
     """Has process ``pid`` ended (or become a zombie nobody waits for) within ``within`` s?"""
     deadline = time.monotonic() + within
@@ -89,8 +114,10 @@ def test_a_forged_verdict_written_on_every_descriptor_is_garbage(tmp_path: Path)
 # --- the target ends its process ------------------------------------------------------
 
 
-def test_os_exit_in_a_call_fails_the_target_with_its_trace(tmp_path: Path) -> None:
-    done = run_check(tmp_path, hostile.EXITS_IN_A_CALL)
+def test_os_exit_in_a_call_fails_the_target_with_its_trace(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    done = judge_here(tmp_path, hostile.EXITS_IN_A_CALL, capfd)
     assert done.returncode == 1, done.stderr
     assert "property 'crash' violated" in done.stdout
     assert "the host exited with status 0" in done.stdout
@@ -122,8 +149,10 @@ def test_a_target_that_kills_its_own_process_fails(tmp_path: Path) -> None:
     assert "was killed by SIGKILL" in done.stdout
 
 
-def test_an_exit_while_loading_is_a_run_that_could_not_be_made(tmp_path: Path) -> None:
-    done = run_check(tmp_path, "import os\nos._exit(0)\n")
+def test_an_exit_while_loading_is_a_run_that_could_not_be_made(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    done = judge_here(tmp_path, "import os\nos._exit(0)\n", capfd)
     assert done.returncode == 2, done.stderr
     assert "exited with status 0" in done.stderr
     assert "could not be made" in done.stderr
@@ -133,12 +162,14 @@ def test_an_exit_while_loading_is_a_run_that_could_not_be_made(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("when", [1, pytest.param(5, marks=pytest.mark.slow)])
-def test_a_constructor_that_never_returns_is_timed(tmp_path: Path, when: int) -> None:
+def test_a_constructor_that_never_returns_is_timed(
+    tmp_path: Path, when: int, capfd: pytest.CaptureFixture[str]
+) -> None:
     """On the first construction the run cannot be made (exit 2); on the fifth, the
     target was built before: a liveness failure (exit 1)."""
     start = time.monotonic()
-    done = run_check(tmp_path, hostile.SLEEPS_ON_CONSTRUCTION.replace("WHEN", str(when)),
-                     "--call-timeout", "0.5")
+    done = judge_here(tmp_path, hostile.SLEEPS_ON_CONSTRUCTION.replace("WHEN", str(when)),
+                      capfd, "--call-timeout", "0.5")
     if when == 1:
         assert done.returncode == 2, done.stderr
         assert "gave no answer within 1 s" in done.stderr
@@ -208,8 +239,10 @@ def test_a_fork_in_a_call_does_not_confuse_the_channel(tmp_path: Path) -> None:
     assert _gone(int(record.read_text())), "the forked child outlived the run"
 
 
-def test_a_forked_child_that_returns_into_the_host_does_not_answer(tmp_path: Path) -> None:
-    done = run_check(tmp_path, hostile.FORK_RETURNS)
+def test_a_forked_child_that_returns_into_the_host_does_not_answer(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    done = judge_here(tmp_path, hostile.FORK_RETURNS, capfd)
     assert done.returncode == 0, done.stderr
     assert "CONFORMS" in done.stdout
 
@@ -232,9 +265,11 @@ def test_a_chdir_does_not_move_the_report(tmp_path: Path) -> None:
     assert not (elsewhere / "r").exists()
 
 
-def test_a_replaced_report_directory_still_gets_the_report(tmp_path: Path) -> None:
-    done = run_check(tmp_path, hostile.NOT_CONFORMING
-                     + hostile.REPLACES_DIRECTORY.replace("WHERE", str(tmp_path / "r")))
+def test_a_replaced_report_directory_still_gets_the_report(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    done = judge_here(tmp_path, hostile.NOT_CONFORMING
+                      + hostile.REPLACES_DIRECTORY.replace("WHERE", str(tmp_path / "r")), capfd)
     assert done.returncode == 1, done.stderr
     assert json.loads((tmp_path / "r" / "report.json").read_text())["verdict"] == "fails"
 
@@ -398,14 +433,17 @@ def test_a_host_whose_answer_cannot_be_sent_ends_its_group(tmp_path: Path) -> No
             os.kill(worker, signal.SIGKILL)
 
 
-def test_each_host_runs_its_targets_exit_handlers_after_bye(tmp_path: Path) -> None:
+def test_each_host_runs_its_targets_exit_handlers_after_bye(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     """After ``bye`` a host ends through the interpreter's shutdown, the target's exit
     handlers included, within the judge's grace. The judge closed the lifeline together
     with the channel, so the host's lifeline thread killed the group while a handler
     ran (0 to 6 handlers of 6 ran, by the machine's load); a handler that takes 0.3 s
     never finished."""
     record = tmp_path / "rec"
-    done = run_check(tmp_path, hostile.EXIT_HANDLER_TAKES_ITS_TIME.replace("RECORD", str(record)))
+    done = judge_here(tmp_path, hostile.EXIT_HANDLER_TAKES_ITS_TIME.replace("RECORD", str(record)),
+                      capfd)
     assert done.returncode == 0, done.stdout + done.stderr
     loaded = Path(f"{record}.loaded").read_text().split()
     assert loaded, "no host loaded the target"
