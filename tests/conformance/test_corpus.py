@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -419,11 +420,18 @@ def test_write_refuses_traces_longer_than_the_committed_ones(
     assert len(list(tiny_cases(1))) == 18  # 15 per search, merged up to renaming
 
 
-def _replay(case: dict[str, Any], target: type) -> PropertyViolation | str | None:
-    """``case`` replayed on ``target`` (a native class) in this process, as corpus
-    replay and check drive it."""
+def _replayer(target: type) -> Callable[[dict[str, Any]], PropertyViolation | str | None]:
+    """Replays a case on ``target`` (a native class) in this process, as corpus replay
+    and check drive it: the target prepared once, as corpus replay prepares it once for
+    every case (each case still gets a fresh instance)."""
     config = CheckConfig()
-    return replay_case(case, prepare("hostile", config, target).make_adapter, config)
+    make_adapter = prepare("hostile", config, target).make_adapter
+    return lambda case: replay_case(case, make_adapter, config)
+
+
+def _replay(case: dict[str, Any], target: type) -> PropertyViolation | str | None:
+    """``case`` replayed on ``target``, as :func:`_replayer` does."""
+    return _replayer(target)(case)
 
 
 def test_a_plan_with_extra_slots_fails_the_case_instead_of_crashing() -> None:
@@ -465,8 +473,9 @@ def test_replay_fails_hostile_targets_on_the_property_check_names(
     targets passed every case), then through its own rules with free-text failures.
     It now judges with check's lockstep: each fails the property check names for it
     (tests/conformance/test_native.py), and only that one."""
+    replay = _replayer(target)
     failures = [failed for c in cases if c["source"] != "tiny"
-                and isinstance(failed := _replay(c, target), PropertyViolation)]
+                and isinstance(failed := replay(c), PropertyViolation)]
     assert failures, f"{target.__name__} passed every case"
     assert {f.prop for f in failures} == {prop}, [str(f)[:200] for f in failures[:3]]
 
@@ -475,7 +484,8 @@ def test_replay_passes_a_correct_target_with_lists_for_tuples(
         cases: tuple[dict[str, Any], ...]) -> None:
     """The control: fresh lists where the records hold tuples are not a failure (the
     reference itself: test_the_reference_passes_every_case)."""
-    failed = [c["name"] for c in cases if _replay(c, ListsAndSets) is not None]
+    replay = _replayer(ListsAndSets)
+    failed = [c["name"] for c in cases if replay(c) is not None]
     assert failed == [], failed[:3]
 
 
