@@ -3,6 +3,7 @@ reference manager, failed by the self-test's seeded variants."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -75,7 +76,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def cases(corpus: Path) -> tuple[dict[str, Any], ...]:
     """``load_cases(corpus)``, read once for the tests that only read the cases: each of
     the 40-odd tests that read them read every file again (41,080 files parsed in one
-    run of this file). A test that changes a case reads its own (``load_cases``);
+    run of this file). A test that changes a case changes its own copy;
     :func:`test_the_shared_cases_are_the_files_as_written` checks nothing changed them."""
     return tuple(load_cases(corpus))
 
@@ -118,9 +119,9 @@ def test_every_case_follows_the_schema(cases: tuple[dict[str, Any], ...]) -> Non
                     valid.add((name, text))
 
 
-def test_the_schema_rejects_a_malformed_case(corpus: Path) -> None:
+def test_the_schema_rejects_a_malformed_case(cases: tuple[dict[str, Any], ...]) -> None:
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-    case: dict[str, Any] = load_cases(corpus)[0]
+    case: dict[str, Any] = copy.deepcopy(cases[0])  # the shared cases stay as written
     case["steps"][0]["expect"] = {"kind": "lookup", "result": "MAYBE"}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(case, schema)
@@ -367,7 +368,8 @@ class Slow(OffloadManager):
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_ctrl_c_exits_130_with_check_s_report(corpus: Path, tmp_path: Path) -> None:
+def test_ctrl_c_exits_130_with_check_s_report(
+        corpus: Path, cases: tuple[dict[str, Any], ...], tmp_path: Path) -> None:
     """Ctrl-C: the replay stops after the current call, writes report.json (verdict
     "interrupted", what held so far) and exits 130, as check does."""
     (tmp_path / "slow.py").write_text(SLOW)
@@ -386,7 +388,7 @@ def test_ctrl_c_exits_130_with_check_s_report(corpus: Path, tmp_path: Path) -> N
     assert "INTERRUPTED" in out
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["verdict"] == "interrupted"
-    assert report["run"]["corpus"]["passed"] < len(load_cases(corpus))
+    assert report["run"]["corpus"]["passed"] < len(cases)
 
 
 def test_safe_profile_accepts_miss_for_pending(corpus: Path) -> None:
