@@ -35,10 +35,13 @@ EXTRA = Bounds(resets=0, policy=Policy.ARC)
 
 
 def run(bounds: Bounds) -> Exploration:
-    """Explore the spec within ``bounds`` and project every step onto the keys."""
+    """Explore the spec within ``bounds`` and project every step onto the keys.
+
+    The pages are drawn from the distinct effects only (their edges and cells are sets):
+    the 32,466 effects of the two explorations are 160 distinct ones."""
     states, steps = explore(bounds)
     return Exploration(bounds, len(states), len(steps),
-                                       list(effects_of(steps, bounds.keys)))
+                       list(dict.fromkeys(effects_of(steps, bounds.keys))))
 
 
 def generate(main: Bounds = MAIN, extra: Bounds = EXTRA) -> dict[Path, str]:

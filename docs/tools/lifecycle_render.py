@@ -146,7 +146,8 @@ def _code(token: str) -> str:
 
 @dataclass(frozen=True)
 class Exploration:
-    """One exploration's bounds, size, and the effects of its steps on its keys."""
+    """One exploration's bounds, size, and the effects of its steps on its keys (each
+    distinct effect once, or as often as met: the pages read them as sets)."""
 
     bounds: Bounds
     states: int

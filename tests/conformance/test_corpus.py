@@ -3,12 +3,14 @@ reference manager, failed by the self-test's seeded variants."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,39 +76,52 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def cases(corpus: Path) -> tuple[dict[str, Any], ...]:
     """``load_cases(corpus)``, read once for the tests that only read the cases: each of
     the 40-odd tests that read them read every file again (41,080 files parsed in one
-    run of this file). A test that changes a case reads its own (``load_cases``);
+    run of this file). A test that changes a case changes its own copy;
     :func:`test_the_shared_cases_are_the_files_as_written` checks nothing changed them."""
     return tuple(load_cases(corpus))
 
 
 def test_every_case_follows_the_schema(cases: tuple[dict[str, Any], ...]) -> None:
-    """Each case against the schema, each distinct step once: a step's schema
-    (``$defs/step``) refers only to ``$defs``, so a step is valid or not wherever it
-    stands, and the cases repeat their steps (2,483 steps, 421 distinct, at 3 calls).
+    """Each case against the schema, each distinct part of a step once: a step's schema
+    (``$defs/step``) is an object of three properties whose schemas refer only to
+    ``$defs``, so a step is valid when its keys are and each of its ``call``,
+    ``expect`` and ``held`` is, wherever it stands; the cases repeat them (2,483 steps,
+    421 distinct, of 119 distinct calls, 127 expects and 27 held lists at 3 calls).
     The rest of a case is validated with the step items left out."""
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     assert schema["properties"]["steps"]["items"] == {"$ref": "#/$defs/step"}
     outside = json.loads(json.dumps(schema))
     outside["properties"]["steps"]["items"] = True
     case_validator = jsonschema.Draft202012Validator(outside)
-    step_validator = jsonschema.Draft202012Validator(
-        {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": "#/$defs/step"})
-    valid_steps: set[str] = set()
+    step = schema["$defs"]["step"]
+    assert set(step) == {"type", "required", "additionalProperties", "properties"}
+
+    def validator(part: dict[str, Any]) -> jsonschema.Draft202012Validator:
+        return jsonschema.Draft202012Validator(
+            {"$schema": schema["$schema"], "$defs": schema["$defs"], **part})
+    shape_validator = validator({**step, "properties": dict.fromkeys(step["properties"], True)})
+    part_validators = {name: validator(part) for name, part in step["properties"].items()}
+    valid: set[tuple[str, str]] = set()
     assert len(cases) > 300
     for case in cases:
         errors = sorted(case_validator.iter_errors(case), key=str)
         assert not errors, (case["name"], errors[0].message)
-        for number, step in enumerate(case["steps"]):
-            text = json.dumps(step, sort_keys=True)  # true, 1 and 1.0 stay apart
-            if text not in valid_steps:
-                errors = sorted(step_validator.iter_errors(step), key=str)
-                assert not errors, (case["name"], number, errors[0].message)
-                valid_steps.add(text)
+        for number, step_json in enumerate(case["steps"]):
+            assert isinstance(step_json, dict), (case["name"], number)
+            # a step's shape is its keys; a part, its JSON (true, 1 and 1.0 stay apart)
+            parts = [("step", json.dumps(sorted(step_json)), shape_validator, step_json)]
+            parts += [(name, json.dumps(value, sort_keys=True), part_validators[name], value)
+                      for name, value in step_json.items() if name in part_validators]
+            for name, text, part_validator, value in parts:
+                if (name, text) not in valid:
+                    errors = sorted(part_validator.iter_errors(value), key=str)
+                    assert not errors, (case["name"], number, name, errors[0].message)
+                    valid.add((name, text))
 
 
-def test_the_schema_rejects_a_malformed_case(corpus: Path) -> None:
+def test_the_schema_rejects_a_malformed_case(cases: tuple[dict[str, Any], ...]) -> None:
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-    case: dict[str, Any] = load_cases(corpus)[0]
+    case: dict[str, Any] = copy.deepcopy(cases[0])  # the shared cases stay as written
     case["steps"][0]["expect"] = {"kind": "lookup", "result": "MAYBE"}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(case, schema)
@@ -353,7 +368,8 @@ class Slow(OffloadManager):
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_ctrl_c_exits_130_with_check_s_report(corpus: Path, tmp_path: Path) -> None:
+def test_ctrl_c_exits_130_with_check_s_report(
+        corpus: Path, cases: tuple[dict[str, Any], ...], tmp_path: Path) -> None:
     """Ctrl-C: the replay stops after the current call, writes report.json (verdict
     "interrupted", what held so far) and exits 130, as check does."""
     (tmp_path / "slow.py").write_text(SLOW)
@@ -372,7 +388,7 @@ def test_ctrl_c_exits_130_with_check_s_report(corpus: Path, tmp_path: Path) -> N
     assert "INTERRUPTED" in out
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["verdict"] == "interrupted"
-    assert report["run"]["corpus"]["passed"] < len(load_cases(corpus))
+    assert report["run"]["corpus"]["passed"] < len(cases)
 
 
 def test_safe_profile_accepts_miss_for_pending(corpus: Path) -> None:
@@ -406,11 +422,18 @@ def test_write_refuses_traces_longer_than_the_committed_ones(
     assert len(list(tiny_cases(1))) == 18  # 15 per search, merged up to renaming
 
 
-def _replay(case: dict[str, Any], target: type) -> PropertyViolation | str | None:
-    """``case`` replayed on ``target`` (a native class) in this process, as corpus
-    replay and check drive it."""
+def _replayer(target: type) -> Callable[[dict[str, Any]], PropertyViolation | str | None]:
+    """Replays a case on ``target`` (a native class) in this process, as corpus replay
+    and check drive it: the target prepared once, as corpus replay prepares it once for
+    every case (each case still gets a fresh instance)."""
     config = CheckConfig()
-    return replay_case(case, prepare("hostile", config, target).make_adapter, config)
+    make_adapter = prepare("hostile", config, target).make_adapter
+    return lambda case: replay_case(case, make_adapter, config)
+
+
+def _replay(case: dict[str, Any], target: type) -> PropertyViolation | str | None:
+    """``case`` replayed on ``target``, as :func:`_replayer` does."""
+    return _replayer(target)(case)
 
 
 def test_a_plan_with_extra_slots_fails_the_case_instead_of_crashing() -> None:
@@ -452,8 +475,9 @@ def test_replay_fails_hostile_targets_on_the_property_check_names(
     targets passed every case), then through its own rules with free-text failures.
     It now judges with check's lockstep: each fails the property check names for it
     (tests/conformance/test_native.py), and only that one."""
+    replay = _replayer(target)
     failures = [failed for c in cases if c["source"] != "tiny"
-                and isinstance(failed := _replay(c, target), PropertyViolation)]
+                and isinstance(failed := replay(c), PropertyViolation)]
     assert failures, f"{target.__name__} passed every case"
     assert {f.prop for f in failures} == {prop}, [str(f)[:200] for f in failures[:3]]
 
@@ -462,7 +486,8 @@ def test_replay_passes_a_correct_target_with_lists_for_tuples(
         cases: tuple[dict[str, Any], ...]) -> None:
     """The control: fresh lists where the records hold tuples are not a failure (the
     reference itself: test_the_reference_passes_every_case)."""
-    failed = [c["name"] for c in cases if _replay(c, ListsAndSets) is not None]
+    replay = _replayer(ListsAndSets)
+    failed = [c["name"] for c in cases if replay(c) is not None]
     assert failed == [], failed[:3]
 
 

@@ -234,6 +234,8 @@ class VllmAdapter:
                 f"take a req_context, and no ReqContext class was found in its modules "
                 f"({cls.__module__} or its bases'); define ReqContext there, or pass another "
                 f"--adapter")
+        self._context_kwargs: dict[str, str] | None = None
+        """What :meth:`_context` gives ``ReqContext``, read off its signature once."""
         self._raw: dict[Key, bytes] = {}
         self._keys: dict[bytes, Key] = {}
         self.capabilities = Capabilities(
@@ -265,10 +267,10 @@ class VllmAdapter:
         cls = self._context_cls
         if cls is None:
             raise TargetLoadError("this vLLM manager's package has no ReqContext class")
-        names = [p.name for p in _params(cls)]
-        if "req_id" in names:
-            return self.rec.new(cls, req_id="kvoffload-check", name="context")
-        return self.rec.new(cls, name="context")
+        if self._context_kwargs is None:  # a signature costs more than the call it makes
+            names = [p.name for p in _params(cls)]
+            self._context_kwargs = {"req_id": "kvoffload-check"} if "req_id" in names else {}
+        return self.rec.new(cls, **self._context_kwargs, name="context")
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         if self._takes_context[name]:
