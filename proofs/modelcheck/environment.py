@@ -87,14 +87,28 @@ class Environment:
         of one class are interchangeable in ``node``, so of two calls that differ only
         by such a renaming one is enough. None turns the reduction off.
         """
-        if classes is None or len(set(classes)) == len(classes):
-            return self._all_actions(node)
-        return self._reduced(node, classes)
+        yield from self.calls(node, classes)
+        yield from self.faults(node, classes)
 
-    def _reduced(self, node: Node, classes: Sequence[int]) -> Iterator[Action]:
-        """:meth:`actions` where some keys are interchangeable: one call per renaming."""
+    def calls(self, node: Node, classes: Sequence[int] | None) -> Iterator[Action]:
+        """:meth:`actions` but for the faults: the calls every setting of the environment
+        makes in ``node`` (the scheduler's and the workers', their mistakes included)."""
+        if classes is None or len(set(classes)) == len(classes):
+            return self._all_calls(node)
+        return self._reduced(self._all_calls(node), node, classes)
+
+    def faults(self, node: Node, classes: Sequence[int] | None) -> Iterator[Action]:
+        """:meth:`actions` but for :meth:`calls`: what this setting adds, background
+        evictions (D14) and the node's failure (D15). No fault is a renaming of a call."""
+        if classes is None or len(set(classes)) == len(classes):
+            return self._all_faults()
+        return self._reduced(self._all_faults(), node, classes)
+
+    def _reduced(self, actions: Iterator[Action], node: Node, classes: Sequence[int]
+                 ) -> Iterator[Action]:
+        """``actions`` where some keys are interchangeable: one call per renaming."""
         seen: set[object] = set()
-        for action in self._all_actions(node):
+        for action in actions:
             reduced = self._renaming.form(node, action, classes)
             if reduced not in seen:
                 seen.add(reduced)
@@ -104,7 +118,7 @@ class Environment:
         """Run ``action`` on ``node`` with the model; check the call's rules."""
         return step.step(self.model, self.form, node, action, self.rules)
 
-    def _all_actions(self, node: Node) -> Iterator[Action]:
+    def _all_calls(self, node: Node) -> Iterator[Action]:
         s = node.state
         table = s.table
         yield from self._lookups
@@ -134,6 +148,8 @@ class Environment:
         if s.epoch < self.bounds.resets:
             yield self._reset
         yield self._take_events
+
+    def _all_faults(self) -> Iterator[Action]:
         if self.eviction is Eviction.BACKGROUND:
             # one key at a time (several at once are several one-key evictions), every
             # key: those not evictable must raise NotEvictable and change nothing
