@@ -150,6 +150,9 @@ class Result:
     tree: Tree[Action] | None = None
     graph: Graph | None = None
     """What liveness reads (``explore(keep_graph=True)`` only): see :func:`liveness_of`."""
+    nodes: Sequence[Node] | None = None
+    """The node found first with each form, by number (``explore(keep_nodes=True)``
+    only): the real nodes the search expanded."""
 
 
 @dataclass(frozen=True)
@@ -246,12 +249,13 @@ def family_of(setup: Setup, bounds: Bounds, symmetry: bool = True) -> Hashable:
 def explore(setup: Setup, bounds: Bounds, *, symmetry: bool = True,
             progress: Progress | None = None, every: float = 2.0,
             visit: Visit | None = None, keep_graph: bool = False,
-            shared: Shared | None = None) -> Result:
+            keep_nodes: bool = False, shared: Shared | None = None) -> Result:
     """Explore every node reachable within ``bounds``; stop at the first violation.
 
     ``visit(i, node, action, outcome)`` is called for every call made from every node
     (``i`` is the node's number in the tree), for checks that need every edge.
-    ``keep_graph``: the result keeps the graph liveness reads (:func:`liveness_of`).
+    ``keep_graph``: the result keeps the graph liveness reads (:func:`liveness_of`);
+    ``keep_nodes``, the nodes it found.
     ``shared``: what the searches of this setup's family (:func:`family_of`) made so
     far, taken from and added to; the result is the one a search without it finds.
     """
@@ -259,11 +263,11 @@ def explore(setup: Setup, bounds: Bounds, *, symmetry: bool = True,
         raise ValueError("a search shares only with the searches of its own family")
     with _collector_paused():
         return _explore(setup, bounds, symmetry, progress, every, visit, keep_graph,
-                        shared)
+                        keep_nodes, shared)
 
 
 def _explore(setup: Setup, bounds: Bounds, symmetry: bool, progress: Progress | None,
-             every: float, visit: Visit | None, keep_graph: bool,
+             every: float, visit: Visit | None, keep_graph: bool, keep_nodes: bool,
              shared: Shared | None) -> Result:
     start = time.perf_counter()
     selected = _selected(setup)
@@ -303,7 +307,8 @@ def _explore(setup: Setup, bounds: Bounds, symmetry: bool, progress: Progress | 
         graph = Graph(quiet, edges_from, edges_to) if keep_graph else None
         return Result("holds" if violation is None else "violated", violation,
                       len(search.nodes), transitions, search.depth_of[-1],
-                      time.perf_counter() - start, tuple(sorted(selected)), tree, graph)
+                      time.perf_counter() - start, tuple(sorted(selected)), tree, graph,
+                      search.nodes if keep_nodes else None)
 
     def reached(i: int, node: Node, action: Action, new: Node
                 ) -> tuple[Node, Violation | None]:
