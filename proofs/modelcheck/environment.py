@@ -125,22 +125,25 @@ class Environment:
         yield from self._touches
         dangling = jobs_on_free_slots(node)
         copies = _running_copies(node)
+        # no store or load that would start more copies of a key than the workers run at
+        # once (_running_copies): the keys where one would, made once per node
+        most_stores = self.bounds.resets + 1
+        most_loads = self.bounds.readers * (self.bounds.resets + 1)
+        no_store = {k for (kind, k), n in copies.items()
+                    if kind == STORE and n >= most_stores and k not in table}
         for seq in self._sequences:
-            if any(k not in table and copies.get((STORE, k), 0) > self.bounds.resets
-                   for k in seq):
-                continue  # see _running_copies
+            if no_store and not no_store.isdisjoint(seq):
+                continue
             store = self._stores[seq]
             if dangling:
                 yield from self._slot_choices(s, store.call, dangling)
             else:
                 yield store
-        most_loads = self.bounds.readers * (self.bounds.resets + 1)
+        ready = s.keys_in(Phase.READY)  # a load of other keys starts nothing: it raises
+        no_load = {k for k in self.bounds.keys if k in ready and (
+            table[k].readers >= self.bounds.readers or copies.get((LOAD, k), 0) >= most_loads)}
         for seq in self._sequences:
-            blocks = [table.get(k) for k in seq]
-            if any(b is None or b.phase is not Phase.READY for b in blocks) or all(
-                    b is not None and b.readers < self.bounds.readers
-                    and copies.get((LOAD, k), 0) < most_loads
-                    for k, b in zip(seq, blocks, strict=True)):
+            if not no_load or no_load.isdisjoint(seq) or not ready.issuperset(seq):
                 yield self._loads[seq]
         yield from self._completions(node, STORE)
         yield from self._completions(node, LOAD)

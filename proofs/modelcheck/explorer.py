@@ -310,30 +310,21 @@ def _explore(setup: Setup, bounds: Bounds, symmetry: bool, progress: Progress | 
                       time.perf_counter() - start, tuple(sorted(selected)), tree, graph,
                       search.nodes if keep_nodes else None)
 
-    def reached(i: int, node: Node, action: Action, new: Node
-                ) -> tuple[Node, Violation | None]:
-        """Node ``i`` (``node``) led to ``new`` by ``action``: number ``new``, check it if
-        its form is new, keep the edge for liveness. Returns ``new`` as first met, and the
-        node property it breaks, if any."""
-        if new is node:
-            j, fresh = i, False
-        else:
-            met = number.get(new)
-            if met is None:
-                j, fresh = search.reach(i, action, new)
-                number[new] = j, new
-            else:
-                j, new = met
-                fresh = False
+    def met_first(i: int, action: Action, new: Node) -> Violation | None:
+        """Node ``i`` led by ``action`` to ``new``, a node this search had not met: number
+        it, check it if its form is new, keep the edge for liveness; returns the node
+        property it breaks, if any."""
+        j, fresh = search.reach(i, action, new)
+        number[new] = j, new
         if fresh:
             quiet.append(is_quiescent(new))
             bad = broken(new, selected)
             if bad is not None:
-                return new, Violation(bad, _doc(bad), trace(j))
+                return Violation(bad, _doc(bad), trace(j))
         if action.jobs and j != i:  # action.delivers_jobs
             edges_from.append(i)
             edges_to.append(j)
-        return new, None
+        return None
 
     bad = broken(root, selected)
     if bad is not None:
@@ -350,10 +341,16 @@ def _explore(setup: Setup, bounds: Bounds, symmetry: bool, progress: Progress | 
                 if fewer and excluded_by(node.state, action.call, assumptions):
                     continue
                 transitions += 1
-                if new is not None:
-                    violation = reached(i, node, action, new)[1]
+                if new is None or new is node:
+                    continue
+                met = number.get(new)
+                if met is None:
+                    violation = met_first(i, action, new)
                     if violation is not None:
                         return result(violation)
+                elif action.jobs and met[0] != i:  # action.delivers_jobs
+                    edges_from.append(i)
+                    edges_to.append(met[0])
             batches: tuple[Iterable[Action], ...] = (env.faults(node, classes),)
             calls: list[Action] | None = None
         else:
@@ -372,10 +369,17 @@ def _explore(setup: Setup, bounds: Bounds, symmetry: bool, progress: Progress | 
                     prop, detail = outcome.violation
                     return result(Violation(prop, detail, trace(i, action)))
                 new = outcome.node
-                if new is not None:
-                    new, violation = reached(i, node, action, new)
-                    if violation is not None:
-                        return result(violation)
+                if new is not None and new is not node:
+                    met = number.get(new)
+                    if met is None:
+                        violation = met_first(i, action, new)
+                        if violation is not None:
+                            return result(violation)
+                    else:
+                        j, new = met  # the node first met with this value, for ``shared``
+                        if action.jobs and j != i:  # action.delivers_jobs
+                            edges_from.append(i)
+                            edges_to.append(j)
                 if calls is not None:
                     calls.append(action)
                     led.append(new)
