@@ -87,14 +87,28 @@ class Environment:
         of one class are interchangeable in ``node``, so of two calls that differ only
         by such a renaming one is enough. None turns the reduction off.
         """
-        if classes is None or len(set(classes)) == len(classes):
-            return self._all_actions(node)
-        return self._reduced(node, classes)
+        yield from self.calls(node, classes)
+        yield from self.faults(node, classes)
 
-    def _reduced(self, node: Node, classes: Sequence[int]) -> Iterator[Action]:
-        """:meth:`actions` where some keys are interchangeable: one call per renaming."""
+    def calls(self, node: Node, classes: Sequence[int] | None) -> Iterator[Action]:
+        """:meth:`actions` but for the faults: the calls every setting of the environment
+        makes in ``node`` (the scheduler's and the workers', their mistakes included)."""
+        if classes is None or len(set(classes)) == len(classes):
+            return self._all_calls(node)
+        return self._reduced(self._all_calls(node), node, classes)
+
+    def faults(self, node: Node, classes: Sequence[int] | None) -> Iterator[Action]:
+        """:meth:`actions` but for :meth:`calls`: what this setting adds, background
+        evictions (D14) and the node's failure (D15). No fault is a renaming of a call."""
+        if classes is None or len(set(classes)) == len(classes):
+            return self._all_faults()
+        return self._reduced(self._all_faults(), node, classes)
+
+    def _reduced(self, actions: Iterator[Action], node: Node, classes: Sequence[int]
+                 ) -> Iterator[Action]:
+        """``actions`` where some keys are interchangeable: one call per renaming."""
         seen: set[object] = set()
-        for action in self._all_actions(node):
+        for action in actions:
             reduced = self._renaming.form(node, action, classes)
             if reduced not in seen:
                 seen.add(reduced)
@@ -104,29 +118,32 @@ class Environment:
         """Run ``action`` on ``node`` with the model; check the call's rules."""
         return step.step(self.model, self.form, node, action, self.rules)
 
-    def _all_actions(self, node: Node) -> Iterator[Action]:
+    def _all_calls(self, node: Node) -> Iterator[Action]:
         s = node.state
         table = s.table
         yield from self._lookups
         yield from self._touches
         dangling = jobs_on_free_slots(node)
         copies = _running_copies(node)
+        # no store or load that would start more copies of a key than the workers run at
+        # once (_running_copies): the keys where one would, made once per node
+        most_stores = self.bounds.resets + 1
+        most_loads = self.bounds.readers * (self.bounds.resets + 1)
+        no_store = {k for (kind, k), n in copies.items()
+                    if kind == STORE and n >= most_stores and k not in table}
         for seq in self._sequences:
-            if any(k not in table and copies.get((STORE, k), 0) > self.bounds.resets
-                   for k in seq):
-                continue  # see _running_copies
+            if no_store and not no_store.isdisjoint(seq):
+                continue
             store = self._stores[seq]
             if dangling:
                 yield from self._slot_choices(s, store.call, dangling)
             else:
                 yield store
-        most_loads = self.bounds.readers * (self.bounds.resets + 1)
+        ready = s.keys_in(Phase.READY)  # a load of other keys starts nothing: it raises
+        no_load = {k for k in self.bounds.keys if k in ready and (
+            table[k].readers >= self.bounds.readers or copies.get((LOAD, k), 0) >= most_loads)}
         for seq in self._sequences:
-            blocks = [table.get(k) for k in seq]
-            if any(b is None or b.phase is not Phase.READY for b in blocks) or all(
-                    b is not None and b.readers < self.bounds.readers
-                    and copies.get((LOAD, k), 0) < most_loads
-                    for k, b in zip(seq, blocks, strict=True)):
+            if not no_load or no_load.isdisjoint(seq) or not ready.issuperset(seq):
                 yield self._loads[seq]
         yield from self._completions(node, STORE)
         yield from self._completions(node, LOAD)
@@ -134,6 +151,8 @@ class Environment:
         if s.epoch < self.bounds.resets:
             yield self._reset
         yield self._take_events
+
+    def _all_faults(self) -> Iterator[Action]:
         if self.eviction is Eviction.BACKGROUND:
             # one key at a time (several at once are several one-key evictions), every
             # key: those not evictable must raise NotEvictable and change nothing

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from functools import cache
 from pathlib import Path
 
@@ -20,8 +20,20 @@ if str(ROOT) not in sys.path:
 
 from proofs.modelcheck import cli, refinement, rumur  # noqa: E402 - after the root goes on sys.path
 from proofs.modelcheck.bounds import PRESETS, Bounds  # noqa: E402 - after the root goes on sys.path
-from proofs.modelcheck.checks import CHECKS_BY_NAME, laws_only  # noqa: E402 - after the root goes on sys.path
-from proofs.modelcheck.explorer import Result, explore, liveness_of  # noqa: E402 - after the root goes on sys.path
+from proofs.modelcheck.checks import (  # noqa: E402 - after the root goes on sys.path
+    CHECKS,
+    CHECKS_BY_NAME,
+    Check,
+    laws_only,
+)
+from proofs.modelcheck.explorer import (  # noqa: E402 - after the root goes on sys.path
+    Result,
+    Setup,
+    Shared,
+    explore,
+    family_of,
+    liveness_of,
+)
 from proofs.modelcheck.node import Form  # noqa: E402 - after the root goes on sys.path
 
 from kvoffload.spec import Assumption, Policy  # noqa: E402 - after the root goes on sys.path
@@ -49,8 +61,31 @@ def _explore_once(name: str, preset: str, alone: bool) -> Result:
             return liveness_of(check.setup, CHECKS_BY_NAME[twin].setup, found)
     EXPLORATIONS[name, preset, alone] += 1
     keep = not alone and name + LIVENESS_TWIN in CHECKS_BY_NAME
-    return explore((laws_only(check) if alone else check).setup, PRESETS[preset],
-                   keep_graph=keep)
+    setup, bounds = _setup(check, alone), PRESETS[preset]
+    family = family_of(setup, bounds)
+    members = _FAMILIES.setdefault((family, preset, alone), {
+        c.name for c in CHECKS if preset in c.presets
+        and family_of(_setup(c, alone), bounds) == family})
+    shared = _SHARED.get(family)
+    if shared is None and len(members) > 1:  # the first of several searches of the family
+        shared = _SHARED[family] = Shared(family)
+    try:
+        return explore(setup, bounds, keep_graph=keep, shared=shared)
+    finally:
+        members.discard(name)
+        if not members:  # the family's last search: what it shared is not needed again
+            _SHARED.pop(family, None)
+
+
+def _setup(check: Check, alone: bool) -> Setup:
+    return (laws_only(check) if alone else check).setup
+
+
+_FAMILIES: dict[tuple[Hashable, str, bool], set[str]] = {}
+"""Per family of setups (:func:`family_of`), preset and mode, the checks not yet explored."""
+_SHARED: dict[Hashable, Shared] = {}
+"""What the searches of one family share (:class:`Shared`: the three TINY spec-arc checks
+make the same 430,740 calls), kept until the family's last check was explored."""
 
 
 def _run_check(name: str, preset: str = "tiny", alone: bool = False) -> Result:

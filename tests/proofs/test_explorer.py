@@ -13,24 +13,28 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
+from proofs.modelcheck import explorer
 from proofs.modelcheck.bounds import TINY, Bounds
 from proofs.modelcheck.checks import CHECKS, CHECKS_BY_NAME
 from proofs.modelcheck.environment import Environment
 from proofs.modelcheck.explorer import (
     Result,
     Setup,
+    Shared,
     completions_reach_quiescence,
     explore,
+    family_of,
     format_trace,
     initial_node,
     liveness_of,
     replay,
 )
 from proofs.modelcheck.model import SPEC
-from proofs.modelcheck.node import Action, Form
-from proofs.modelcheck.properties import LIVENESS, NODE_PROPERTIES
+from proofs.modelcheck.node import Action, Form, Outcome
+from proofs.modelcheck.properties import LIVENESS, NODE_PROPERTIES, WITHOUT_LAWS
+from proofs.modelcheck.step import step
 
-from kvoffload.spec import Call, Op, Policy
+from kvoffload.spec import NO_RESET_IN_FLIGHT, NO_STALE_COMPLETIONS, Call, Eviction, Op, Policy
 
 RunCheck = Callable[..., Result]
 """The ``run_check`` fixture of conftest.py."""
@@ -183,3 +187,58 @@ def test_liveness_is_read_only_from_a_complete_search_of_the_same_setup() -> Non
         liveness_of(replace(CHECKS_BY_NAME["spec-vllm-form"].setup,
                             properties=frozenset({LIVENESS})),
                     CHECKS_BY_NAME["spec-vllm-form"].setup, broken)
+
+
+def _figures(result: Result) -> tuple[object, ...]:
+    assert result.tree is not None
+    return (result.verdict, result.violation, result.states, result.transitions,
+            result.depth, result.checked, result.tree.parent, result.tree.via)
+
+
+_LRU = Setup(SPEC, Form.TICKET, Policy.LRU)
+_VLLM = Setup(SPEC, Form.VLLM, Policy.LRU, (NO_STALE_COMPLETIONS,), liveness=False)
+
+
+@pytest.mark.parametrize(("family", "reused"), [
+    ([_LRU, replace(_LRU, eviction=Eviction.BACKGROUND), replace(_LRU, node_failure=True)],
+     True),
+    ([replace(_LRU, node_failure=True), replace(_LRU, liveness=False), replace(
+        _LRU, properties=frozenset(WITHOUT_LAWS - {"running_copies_own_their_slots"}))],
+     True),
+    ([_VLLM, replace(_VLLM, assumptions=(NO_STALE_COMPLETIONS, NO_RESET_IN_FLIGHT))], True),
+    ([replace(_VLLM, assumptions=(NO_STALE_COMPLETIONS, NO_RESET_IN_FLIGHT)), _VLLM], False),
+    ([replace(_VLLM, assumptions=()), _VLLM], True),
+], ids=["faults", "properties", "more-assumed", "less-assumed", "violated-first"])
+def test_a_shared_search_finds_what_a_search_alone_finds(
+        family: list[Setup], reused: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """conftest.py hands the searches of one family a Shared (spec-arc's three TINY
+    checks): each finds exactly what it finds alone, whichever search of the family came
+    first, whether it broke a property or not, and whatever each assumed. The later ones
+    make fewer calls themselves, unless the earlier ones assumed more (they left out
+    calls that a search assuming less must make)."""
+    made: list[int] = []
+
+    def counted(*args: object) -> Outcome:
+        made[-1] += 1
+        return step(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(explorer, "step", counted)
+    shared = Shared(family_of(family[0], ONE_KEY))
+    for setup in family:
+        made.append(0)
+        alone = explore(setup, ONE_KEY)
+        made.append(0)
+        found = explore(setup, ONE_KEY, shared=shared)
+        assert _figures(found) == _figures(alone)
+    assert made[1] == made[0]  # the first search of the family makes every call
+    fewer = [with_ < without for without, with_ in zip(made[2::2], made[3::2], strict=True)]
+    assert fewer == [reused] * (len(family) - 1)
+
+
+def test_a_search_shares_only_with_its_own_family() -> None:
+    shared = Shared(family_of(_LRU, ONE_KEY))
+    for other, bounds in [(replace(_LRU, policy=Policy.ARC), ONE_KEY), (_LRU, TWO_KEYS),
+                          (replace(_LRU, form=Form.VLLM), ONE_KEY),
+                          (replace(_LRU, properties=frozenset()), ONE_KEY)]:
+        with pytest.raises(ValueError, match="its own family"):
+            explore(other, bounds, shared=shared)

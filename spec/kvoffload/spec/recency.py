@@ -165,6 +165,8 @@ class ArcLists:
                 b2 = b2[1:]
             else:
                 b1 = b1[1:]
+        if b1 is self.b1 and b2 is self.b2:
+            return self  # no ghost trimmed
         return self._with(b1=b1, b2=b2)
 
     def evictable(self, keys: tuple[Key, ...]) -> ArcLists:

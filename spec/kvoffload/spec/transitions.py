@@ -307,9 +307,10 @@ def _sorted_out(
     keys: tuple[Key, ...], jobs: dict[Key, Match]
 ) -> tuple[tuple[Key, ...], tuple[Key, ...], tuple[Key, ...]]:
     """The keys by where their completion landed: (applied, released, ignored)."""
-    def landed(where: str) -> tuple[Key, ...]:
-        return tuple(k for k in keys if jobs[k][0] == where)
-    return landed(APPLIED), landed(RELEASED), landed(IGNORED)
+    landed: dict[str, list[Key]] = {APPLIED: [], RELEASED: [], IGNORED: []}
+    for key in keys:
+        landed[jobs[key][0]].append(key)
+    return tuple(landed[APPLIED]), tuple(landed[RELEASED]), tuple(landed[IGNORED])
 
 
 def _without(tickets: tuple[Ticket, ...], ticket: Ticket | None) -> tuple[Ticket, ...]:

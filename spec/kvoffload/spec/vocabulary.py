@@ -46,6 +46,10 @@ class LookupResult(enum.Enum):
 class Policy(enum.Enum):
     """The eviction policies the spec models exactly."""
 
+    __hash__ = object.__hash__
+    """By identity, as they compare (as :class:`Phase`): each state's hash hashes its
+    policy."""
+
     LRU = "lru"
     ARC = "arc"
 
@@ -66,6 +70,10 @@ class Eviction(enum.Enum):
 class CopyKind(enum.Enum):
     """What a running copy does to its offloaded slot."""
 
+    __hash__ = object.__hash__
+    """By identity, as they compare (as :class:`Phase`): each orphan's hash hashes its
+    kind."""
+
     STORE = "store"
     """Device to host: writes the slot."""
     LOAD = "load"
@@ -74,4 +82,5 @@ class CopyKind(enum.Enum):
 
 def unique(keys: Iterable[Key]) -> tuple[Key, ...]:
     """The keys of one call without repeats, first occurrence wins (decision D2)."""
-    return tuple(dict.fromkeys(keys))
+    named = tuple(keys)
+    return named if len(named) < 2 else tuple(dict.fromkeys(named))  # one key repeats none
