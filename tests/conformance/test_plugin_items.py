@@ -20,9 +20,9 @@ BUDGET = ("--kvoffload-max-examples=12", "--kvoffload-steps=40", "--kvoffload-no
           "--kvoffload-seed=3")
 TWO = (f"--kvoffload-target={REFERENCE}", f"--kvoffload-target={MUTANT}", *BUDGET)
 OTHER_PLUGINS_OFF = ("-p", "no:benchmark", "-p", "no:anyio")
-"""For runs in processes of their own (xdist's): plugins of this environment that the
-kvoffload plugin does not touch, not loaded by the run and its workers (about 0.35 s of
-CPU a process)."""
+"""For xdist's runs: plugins of this environment that the kvoffload plugin does not
+touch, not loaded by the run's workers, processes of their own (about 0.35 s of CPU a
+process)."""
 
 
 @pytest.fixture(autouse=True)
@@ -93,11 +93,12 @@ def test_stepwise_stops_at_the_failed_target_and_resumes_there(
 
 
 def test_xdist_loadgroup_runs_every_item(project: pytest.Pytester) -> None:
-    # --dist loadscope: test_plugin_shards.py's shards test runs under it.
+    # --dist loadscope: test_plugin_shards.py's shards test runs under it. The controlling
+    # session runs in this process (see inprocess_suite), its two workers in their own.
     pytest.importorskip("xdist")
-    result = project.runpytest_subprocess(*TWO, "--kvoffload-shards=2", "-n", "2",
-                                          "--dist", "loadgroup", "-p", "no:cacheprovider",
-                                          *OTHER_PLUGINS_OFF)
+    result = project.runpytest(*TWO, "--kvoffload-shards=2", "-n", "2",
+                               "--dist", "loadgroup", "-p", "no:cacheprovider",
+                               *OTHER_PLUGINS_OFF)
     result.assert_outcomes(passed=3, failed=2)
 
 
