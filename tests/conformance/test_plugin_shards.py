@@ -27,7 +27,7 @@ def _targets_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """The inner sessions check their targets in their own process, not a host each
     (``KVOFFLOAD_IN_PROCESS=1``, inherited by xdist's workers): items, ids and shards are
     the subject here. The plugin's items through hosts: test_conformance_plugin.py's
-    test_targets_become_items_that_pass_or_fail and test_configuration_options_reach_the_check."""
+    test_targets_become_items_that_pass_or_fail."""
     monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
 
 
