@@ -167,3 +167,34 @@ def test_examples_use_tiers_from_one_slot_to_the_capacity() -> None:
 
     run_check("test:factory", CheckConfig(capacity=3, **BUDGET), obj=factory)  # type: ignore[arg-type]  # BUDGET: int fields only
     assert capacities == {1, 2, 3}
+
+
+def test_a_burst_picks_each_operation_as_random_choices_does() -> None:
+    """The generator draws each call's operation itself (bisecting one ``random()`` into
+    the cumulative weights) for speed: the same operation ``rng.choices`` gives, so a
+    seed makes the calls it made before, on this Python as on any other."""
+    import random
+
+    from kvoffload.conformance.adapter_api import Capabilities
+    from kvoffload.conformance.judge.generator import BURST, CallGenerator, Rules
+    from kvoffload.spec import Policy, initial_state
+
+    class Spec:
+        state = initial_state(4, Policy.LRU)
+
+        def make(self, call: Call) -> object:
+            return None
+
+    for mix in range(20):
+        calls = CallGenerator(Rules.of(CheckConfig(), Capabilities()), Spec())
+        calls.begin(4, mix)
+        picked: list[str] = []
+        for name, _, _ in calls.enabled:  # each operation only says it was picked
+            setattr(calls, name, lambda rng, name=name, picked=picked: picked.append(name))
+        expected: list[str] = []
+        for x in range(50):
+            calls.burst(x)
+            rng = random.Random(x)
+            names, cumulative, _ = calls._choices()
+            expected += [rng.choices(names, cum_weights=cumulative)[0] for _ in range(BURST)]
+        assert picked == expected, mix

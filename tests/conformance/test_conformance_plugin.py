@@ -32,7 +32,13 @@ def test_without_a_target_the_plugin_adds_nothing(pytester: pytest.Pytester) -> 
     result.assert_outcomes(passed=1)
 
 
-def test_configuration_options_reach_the_check(pytester: pytest.Pytester) -> None:
+def test_configuration_options_reach_the_check(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The target in the inner session's process (KVOFFLOAD_IN_PROCESS=1): the options are
+    # the subject, and the judge, not the host, reads them. Items through hosts:
+    # test_targets_become_items_that_pass_or_fail, a failing one among them.
+    monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
     result = pytester.runpytest(
         "--kvoffload-target=kvoffload.conformance.selftest.mutants:TouchIgnored",
         "--kvoffload-level=exact", "--kvoffload-max-examples=40", "--kvoffload-seed=3",

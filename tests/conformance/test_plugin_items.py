@@ -20,9 +20,9 @@ BUDGET = ("--kvoffload-max-examples=12", "--kvoffload-steps=40", "--kvoffload-no
           "--kvoffload-seed=3")
 TWO = (f"--kvoffload-target={REFERENCE}", f"--kvoffload-target={MUTANT}", *BUDGET)
 OTHER_PLUGINS_OFF = ("-p", "no:benchmark", "-p", "no:anyio")
-"""For runs in processes of their own (xdist's): plugins of this environment that the
-kvoffload plugin does not touch, not loaded by the run and its workers (about 0.35 s of
-CPU a process)."""
+"""For xdist's runs: plugins of this environment that the kvoffload plugin does not
+touch, not loaded by the run's workers, processes of their own (about 0.35 s of CPU a
+process)."""
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +30,7 @@ def _targets_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """The inner sessions check their targets in their own process, not a host each
     (``KVOFFLOAD_IN_PROCESS=1``, inherited by xdist's workers): items, ids and shards are
     the subject here. The plugin's items through hosts: test_conformance_plugin.py's
-    test_targets_become_items_that_pass_or_fail and test_configuration_options_reach_the_check."""
+    test_targets_become_items_that_pass_or_fail."""
     monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
 
 
@@ -93,11 +93,12 @@ def test_stepwise_stops_at_the_failed_target_and_resumes_there(
 
 
 def test_xdist_loadgroup_runs_every_item(project: pytest.Pytester) -> None:
-    # --dist loadscope: test_plugin_shards.py's shards test runs under it.
+    # --dist loadscope: test_plugin_shards.py's shards test runs under it. The controlling
+    # session runs in this process (see inprocess_suite), its two workers in their own.
     pytest.importorskip("xdist")
-    result = project.runpytest_subprocess(*TWO, "--kvoffload-shards=2", "-n", "2",
-                                          "--dist", "loadgroup", "-p", "no:cacheprovider",
-                                          *OTHER_PLUGINS_OFF)
+    result = project.runpytest(*TWO, "--kvoffload-shards=2", "-n", "2",
+                               "--dist", "loadgroup", "-p", "no:cacheprovider",
+                               *OTHER_PLUGINS_OFF)
     result.assert_outcomes(passed=3, failed=2)
 
 

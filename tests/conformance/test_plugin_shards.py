@@ -19,7 +19,7 @@ REFERENCE = "kvoffload.impl:OffloadManager"
 BUDGET = ["--kvoffload-max-examples=12", "--kvoffload-steps=40", "--kvoffload-no-database"]
 OTHER_PLUGINS_OFF = ("-p", "no:benchmark", "-p", "no:anyio")
 """As in test_plugin_items.py: plugins the kvoffload plugin does not touch, off in the
-xdist run's processes."""
+xdist run's workers."""
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +27,7 @@ def _targets_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """The inner sessions check their targets in their own process, not a host each
     (``KVOFFLOAD_IN_PROCESS=1``, inherited by xdist's workers): items, ids and shards are
     the subject here. The plugin's items through hosts: test_conformance_plugin.py's
-    test_targets_become_items_that_pass_or_fail and test_configuration_options_reach_the_check."""
+    test_targets_become_items_that_pass_or_fail."""
     monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
 
 
@@ -54,7 +54,9 @@ def test_shards_split_the_budget_with_disjoint_seeds_and_merge_per_target(
     pytester: pytest.Pytester,
 ) -> None:
     pytest.importorskip("xdist")
-    result = pytester.runpytest_subprocess(
+    # The controlling session (which merges the shards) in this process, as every other
+    # inner run here (see inprocess_suite); its two workers are processes of their own.
+    result = pytester.runpytest(
         f"--kvoffload-target={REFERENCE}", f"--kvoffload-target={MUTANT}",
         "--kvoffload-shards=2", "--kvoffload-seed=10", *BUDGET,
         "--kvoffload-junit=junit.xml", "-n", "2", "--dist", "loadscope",
