@@ -94,3 +94,26 @@ def test_usage_and_loading_errors_exit_2(
 def test_the_demo_still_plays_the_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "pr41795"]) == 0
     assert "all scenarios agree" in capsys.readouterr().out
+
+
+def test_a_check_called_in_a_process_leaves_its_signals_and_environment_as_found(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``main(["check", ...])`` called from a program (these tests, a notebook, an
+    engine's own test suite) gives back the SIGTERM handler and the environment it found:
+    a run's handler (end the hosts, exit 143) and ``--in-process`` (which sets
+    ``KVOFFLOAD_IN_PROCESS``) belong to that run, not to every later one of the caller."""
+    import os
+    import signal
+
+    monkeypatch.delenv("KVOFFLOAD_IN_PROCESS", raising=False)
+
+    def callers(signum: int, frame: object) -> None:  # pragma: no cover - never sent
+        raise AssertionError("not sent")
+
+    previous = signal.signal(signal.SIGTERM, callers)
+    try:
+        assert run(["--in-process"], tmp_path) == 0
+        assert signal.getsignal(signal.SIGTERM) is callers
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert "KVOFFLOAD_IN_PROCESS" not in os.environ
