@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from typing import NoReturn
 
@@ -88,12 +88,10 @@ def parse_check_arguments(args: argparse.Namespace) -> tuple[argparse.Namespace,
 def run_check_command(args: argparse.Namespace) -> int:
     from ..judge.guard import stop_on_sigint, stop_when_stuck
 
-    _stop_on_sigterm()
     try:
         args, config = parse_check_arguments(args)
-        if args.in_process:
-            os.environ[IN_PROCESS] = "1"
-        with stop_on_sigint(), stop_when_stuck(_stop_stuck):
+        with _stop_on_sigterm(), _in_process(args.in_process), stop_on_sigint(), \
+                stop_when_stuck(_stop_stuck):
             return _self_test(args, config) if args.self_test else _check(args, config)
     except UsageError as error:
         print(f"kvoffload check: error: {error}", file=sys.stderr)
@@ -112,12 +110,34 @@ def run_check_command(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM from outside (CI cancelled, ``timeout``): end the hosts, say so, exit 143."""
+@contextmanager
+def _in_process(asked: bool) -> Iterator[None]:
+    """``--in-process``: ``KVOFFLOAD_IN_PROCESS=1`` for this run (the hosts' code reads
+    it), the environment as it was afterwards, for a caller that runs more checks."""
+    if not asked:
+        yield
+        return
+    before = os.environ.get(IN_PROCESS)
+    os.environ[IN_PROCESS] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(IN_PROCESS, None)
+        else:
+            os.environ[IN_PROCESS] = before
+
+
+@contextmanager
+def _stop_on_sigterm() -> Iterator[None]:
+    """SIGTERM from outside (CI cancelled, ``timeout``) during the run: end the hosts, say
+    so, exit 143. The handler found is put back afterwards, for a caller of :func:`main`
+    in its own program."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
+        yield
         return
 
     def stop(signum: int, frame: object) -> None:
@@ -129,7 +149,12 @@ def _stop_on_sigterm() -> None:
                   "written", file=sys.stderr, flush=True)
         os._exit(EXIT_TERMINATED)
 
-    signal.signal(signal.SIGTERM, stop)
+    found = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        if found is not None:  # None: not set from Python, nothing this process can put back
+            signal.signal(signal.SIGTERM, found)
 
 
 def _stop_stuck(message: str) -> NoReturn:
