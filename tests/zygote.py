@@ -19,7 +19,8 @@ forks a child that is what ``python script.py`` would be once those imports are 
   then the child ends by :func:`os._exit`, as :mod:`multiprocessing`'s forked children do.
 
 What the zygote may have imported before a fork: the standard library it needs itself
-(:mod:`gc`, :mod:`json`, :mod:`os`, :mod:`sys`, :mod:`threading`; :mod:`runpy` in the child)
+(:mod:`gc`, :mod:`json`, :mod:`os`, :mod:`sys`, :mod:`threading`; :mod:`runpy` in the child,
+and :mod:`tempfile` where the run is given a ``TMPDIR``)
 and :data:`PRELOADED` with what they import. What it may not: anything of kvoffload. Before
 every fork it checks ``sys.modules`` for ``kvoffload`` and that no Python thread but its own
 runs (a fork copies only the calling thread); either refuses the run (:class:`ZygoteError`).
@@ -105,6 +106,9 @@ def become(request):
         os.dup2(out, fd)
         os.close(out)
     os.chdir(request["cwd"])
+    if request.get("tmpdir"):  # as TMPDIR=... in the environment of ``python SCRIPT``
+        import tempfile
+        os.environ["TMPDIR"] = tempfile.tempdir = request["tmpdir"]
     sys.argv = list(request["argv"])
     sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
     return sys.argv[0]
@@ -200,10 +204,11 @@ class Zygote:
             raise ZygoteError(f"the zygote is not a clean interpreter: {answer}")
         return answer
 
-    def run(self, argv: list[str], cwd: Path | str, timeout: float
-            ) -> tuple[int | None, str, str]:
+    def run(self, argv: list[str], cwd: Path | str, timeout: float,
+            tmpdir: Path | None = None) -> tuple[int | None, str, str]:
         """``python *argv`` in ``cwd``: (exit status, None if it ran past ``timeout`` and
-        was killed; stdout; stderr)."""
+        was killed; stdout; stderr). ``tmpdir``: the run's ``TMPDIR`` (where its
+        :mod:`tempfile` makes what it makes), as if it were in its environment."""
         stdin = self._start().stdin
         assert stdin is not None
         self.runs += 1
@@ -211,6 +216,8 @@ class Zygote:
         err = Path(self.folder.name) / f"{self.runs}.err"
         asked = {"argv": [str(a) for a in argv], "cwd": str(Path(cwd).resolve()),
                  "stdout": str(out), "stderr": str(err)}
+        if tmpdir is not None:
+            asked["tmpdir"] = str(Path(tmpdir).resolve())
         stdin.write(json.dumps(asked).encode() + b"\n")
         stdin.flush()
         pid = int(str(self._reply()["pid"]))

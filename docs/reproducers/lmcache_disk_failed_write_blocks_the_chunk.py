@@ -145,10 +145,23 @@ def finish(failing: str, spec_table: str, what: str) -> int:
 
 # --- the LMCache harness (copied into reproducers from here on) ---
 import asyncio
+import atexit
+import shutil
+import tempfile
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+
+def scratch_directory(prefix: str) -> str:
+    """A new temporary directory, removed when the process exits (by a return, an exit
+    status or an exception; not when it is killed). Removed by ``atexit``, which runs
+    after the threads are joined (a held disk write is released at exit, then its
+    thread joined), so nothing is written into it once it is gone."""
+    directory = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return directory
 
 
 def start_loop() -> asyncio.AbstractEventLoop:
@@ -242,7 +255,6 @@ class HeldWrites:
 
 
 
-import tempfile
 from lmcache.v1.config import LMCacheEngineConfig
 from lmcache.v1.pin_monitor import PinMonitor
 from lmcache.v1.memory_allocators.host_memory_allocator import HostMemoryAllocator
@@ -255,7 +267,7 @@ SPEC = "                   spec                  target\n-----------------  ----
 
 
 def main():
-    directory = tempfile.mkdtemp(prefix='lmcache-disk-')
+    directory = scratch_directory('lmcache-disk-')
     config = made(LMCacheEngineConfig.from_defaults(chunk_size=16, cache_policy='LRU', local_cpu=False, max_local_cpu_size=0.015625, local_disk=directory, max_local_disk_size=3.814697265625e-06, extra_config={'disk_io_threads': 4}), 'config')
     v1 = made(PinMonitor.GetOrCreate(config), 'v1')
     allocator = made(HostMemoryAllocator(16777216), 'allocator')
@@ -270,7 +282,7 @@ def main():
     answer = backend.exists_in_put_tasks(key_a)
     saw(answer, False)
     answer = list(backend.dict)
-    saw(answer, [], 'answer')
+    saw(answer, [])
     v2 = staging.allocate(torch.Size([2, 1, 16, 128]), torch.uint8, busy_loop=False)
     saw(v2, '<TensorMemoryObj>', 'v2')
     v3 = writes.expect(key_a)
@@ -280,16 +292,16 @@ def main():
     answer = v2.ref_count_down()
     saw(answer, None)
     answer = list(backend.dict)
-    saw(answer, [], 'answer')
+    saw(answer, [])
     answer = list(backend.dict)
-    saw(answer, [], 'answer')
+    saw(answer, [])
     answer = backend.exists_in_put_tasks(key_a)
     saw(answer, True)
     step("2. complete_store(['a'], success=False)")
     answer = v3.release(False, 30.0)
     saw(answer, True)
     answer = list(backend.dict)
-    saw(answer, [], 'answer')
+    saw(answer, [])
     answer = backend.exists_in_put_tasks(key_a)
     saw(answer, True)
     step("3. prepare_store(['a'])")

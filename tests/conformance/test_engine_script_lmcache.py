@@ -70,10 +70,16 @@ def found(configuration: dict[str, Any], calls: list[Call]) -> PropertyViolation
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_each_lmcache_finding_is_reproduced_by_lmcache_alone(
-    name: str, lmcache_zygote: Zygote, lmcache_hosts: None, monkeypatch: pytest.MonkeyPatch
+    name: str, lmcache_zygote: Zygote, lmcache_hosts: None, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path
 ) -> None:
+    """... and the script leaves nothing behind in its temporary folder when it ends."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+
     def forked(path: Path, timeout: float) -> tuple[int | None, str, str]:
-        ran: tuple[int | None, str, str] = lmcache_zygote.run([str(path)], path.parent, timeout)
+        ran: tuple[int | None, str, str] = lmcache_zygote.run(
+            [str(path)], path.parent, timeout, tmpdir=tmpdir)
         return ran
 
     monkeypatch.setattr(engine_script, "run_alone", forked)
@@ -87,3 +93,4 @@ def test_each_lmcache_finding_is_reproduced_by_lmcache_alone(
     assert call in script.source
     assert "kvoffload" not in "".join(
         line for line in script.source.splitlines() if line.startswith(("import", "from")))
+    assert sorted(p.name for p in tmpdir.iterdir()) == []

@@ -35,13 +35,13 @@ def run(name: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300, check=False)
 
 
-def run_forked(name: str, zygote: Zygote) -> subprocess.CompletedProcess[str]:
-    """The script alone as :func:`run` runs it, in a fork of the session's zygote: an
-    interpreter that has imported torch and LMCache's modules and nothing of kvoffload
-    (:mod:`zygote` says what it may have imported), without paying for their import per
-    script (about 5 s of CPU each)."""
+def run_forked(name: str, zygote: Zygote, tmpdir: Path) -> subprocess.CompletedProcess[str]:
+    """The script alone as :func:`run` runs it, with ``TMPDIR=tmpdir``, in a fork of the
+    session's zygote: an interpreter that has imported torch and LMCache's modules and
+    nothing of kvoffload (:mod:`zygote` says what it may have imported), without paying
+    for their import per script (about 5 s of CPU each)."""
     script = FOLDER / f"{name}.py"
-    status, out, err = zygote.run([str(script)], FOLDER, timeout=300)
+    status, out, err = zygote.run([str(script)], FOLDER, timeout=300, tmpdir=tmpdir)
     return subprocess.CompletedProcess([str(script)], -9 if status is None else status,
                                        out, err)
 
@@ -72,11 +72,16 @@ def test_the_engines_page_links_each_reproducer_with_its_verdict() -> None:
 @pytest.mark.lmcache
 @pytest.mark.parametrize("name", LMCACHE)
 def test_each_lmcache_reproducer_shows_its_divergence_without_kvoffload(
-    name: str, lmcache_zygote: Zygote
+    name: str, lmcache_zygote: Zygote, tmp_path: Path
 ) -> None:
-    done = run_forked(name, lmcache_zygote)
+    """... and leaves nothing behind in its temporary folder (the disk backend's
+    directory, removed when the script ends, which is by the divergence it shows)."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    done = run_forked(name, lmcache_zygote, tmpdir)
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.strip().splitlines()[-1] == INDEX[name]["last_line"]
+    assert sorted(p.name for p in tmpdir.iterdir()) == []
 
 
 @pytest.mark.parametrize("name", VLLM)

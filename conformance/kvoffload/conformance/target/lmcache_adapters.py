@@ -356,9 +356,8 @@ class DiskAdapter(_Base):
         self.capacity = capacity
         self.directory = tempfile.mkdtemp(prefix="kvoffload-lmcache-disk-")
         rec = self.rec
-        rec.import_line("import tempfile")
-        rec.made(self.directory, "directory",
-                 "directory = tempfile.mkdtemp(prefix='lmcache-disk-')")
+        rec.made(self.directory, "directory",  # scratch_directory: carried below
+                 "directory = scratch_directory('lmcache-disk-')")
         cpu_module = _lm("lmcache.v1.storage_backend.local_cpu_backend")
         disk_module = _lm("lmcache.v1.storage_backend.local_disk_backend")
         allocator = _lm("lmcache.v1.memory_allocators.host_memory_allocator")

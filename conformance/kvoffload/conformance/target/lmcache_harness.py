@@ -9,10 +9,23 @@ module's source, from the marker line on, is copied into it as it is: standard l
 
 # --- the LMCache harness (copied into reproducers from here on) ---
 import asyncio
+import atexit
+import shutil
+import tempfile
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+
+def scratch_directory(prefix: str) -> str:
+    """A new temporary directory, removed when the process exits (by a return, an exit
+    status or an exception; not when it is killed). Removed by ``atexit``, which runs
+    after the threads are joined (a held disk write is released at exit, then its
+    thread joined), so nothing is written into it once it is gone."""
+    directory = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return directory
 
 
 def start_loop() -> asyncio.AbstractEventLoop:
