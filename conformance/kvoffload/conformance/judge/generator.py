@@ -62,6 +62,14 @@ NEEDS: dict[str, str] = {
 """The operations possible only in some states: the fact about the spec's state each
 needs (see :meth:`CallGenerator._facts`)."""
 
+FACTS = ("storing", "reading", "orphans", "ready", "reset")
+"""The facts :meth:`CallGenerator._facts` reads off the spec's state, in its order."""
+
+
+_Options = tuple[tuple[str, ...], tuple[float, ...], float]
+"""The operations possible, their cumulative weights and their total (see
+:meth:`CallGenerator._choices`)."""
+
 
 def key_pool(capacity: int) -> tuple[str, ...]:
     """The keys calls are drawn from: a few more than fit, so stores must evict."""
@@ -145,8 +153,9 @@ class CallGenerator:
         self.keys: tuple[Key, ...] = ()
         self.gone: list[Key] = []
         """Keys evicted (or dropped by a reset) so far, oldest first."""
-        self._options: tuple[CacheState | None, tuple[str, ...], tuple[float, ...], float] = (
-            None, (), (), 0.0)
+        self._options: tuple[CacheState | None, _Options] = (None, ((), (), 0.0))
+        self._by_facts: dict[tuple[bool, ...], _Options] = {}
+        """This example's operations possible, by the facts of a state (at most 32)."""
 
     @property
     def state(self) -> CacheState:
@@ -164,6 +173,7 @@ class CallGenerator:
             if not off and self.rules.allowed.get(name, True):
                 enabled.append((name, weight, NEEDS.get(name)))
         self.enabled = tuple(enabled)
+        self._by_facts = {}
 
     def burst(self, x: int) -> None:
         """BURST calls, each chosen and built from ``x``'s generator.
@@ -197,9 +207,9 @@ class CallGenerator:
             self.groups.append(_Group(CopyKind.LOAD, output.epoch, output.ticket, output.keys))
         return output
 
-    def _facts(self, state: CacheState) -> dict[str, bool]:
+    def _facts(self, state: CacheState) -> tuple[bool, ...]:
         """What the state-dependent operations need, read off the spec's state (in one
-        pass over its blocks: this runs at nearly every call)."""
+        pass over its blocks: this runs at nearly every call), in :data:`FACTS`' order."""
         storing = reading = ready = False
         phase_storing, phase_ready = Phase.STORING, Phase.READY
         for block in state.blocks:
@@ -210,24 +220,29 @@ class CallGenerator:
             if block.loads:  # readers
                 reading = True
         orphans = bool(state.orphans)
-        return {"storing": storing, "reading": reading, "orphans": orphans, "ready": ready,
-                "reset": self.rules.reset_in_flight or not (storing or reading or orphans)}
+        return (storing, reading, orphans, ready,
+                self.rules.reset_in_flight or not (storing or reading or orphans))
 
     def _choices(self) -> tuple[tuple[str, ...], tuple[float, ...], float]:
         """The operations possible now, their cumulative weights, as ``random.choices``
-        sums the weights itself, and their total as a float, as it takes it (recomputed
-        only when the spec's state changed since the last call)."""
+        sums the weights itself, and their total as a float, as it takes it (read again
+        only when the spec's state changed since the last call, and made once per example
+        for each set of facts that state has)."""
         state = self.state
-        cached, names, cumulative, total = self._options
+        cached, options = self._options
         if cached is state:
-            return names, cumulative, total
+            return options
         facts = self._facts(state)
-        chosen = [(n, w) for n, w, need in self.enabled if need is None or facts[need]]
-        names = tuple(n for n, _ in chosen)
-        cumulative = tuple(accumulate(w for _, w in chosen))
-        total = cumulative[-1] + 0.0  # prepare_store is never off: never empty
-        self._options = (state, names, cumulative, total)
-        return names, cumulative, total
+        made = self._by_facts.get(facts)
+        if made is None:
+            holds = dict(zip(FACTS, facts, strict=True))
+            chosen = [(n, w) for n, w, need in self.enabled if need is None or holds[need]]
+            names = tuple(n for n, _ in chosen)
+            cumulative = tuple(accumulate(w for _, w in chosen))
+            total = cumulative[-1] + 0.0  # prepare_store is never off: never empty
+            made = self._by_facts[facts] = (names, cumulative, total)
+        self._options = (state, made)
+        return made
 
     def _still_running(self, group: _Group, key: Key) -> bool:
         """Is ``group``'s copy of ``key`` still running (live, or left by a reset)?"""
