@@ -43,7 +43,8 @@ def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_hosts_temporary_files_go_with_it(temp_root: Path, ending: str) -> None:
     host = HostProcess([sys.executable, "-c", textwrap.dedent(_LITTER)], None, lifeline=False)
     folder = Path(host.receive_line(30.0, "while starting").decode())
-    assert folder.is_dir() and folder.is_relative_to(temp_root)
+    assert folder.is_dir()
+    assert folder.is_relative_to(temp_root)
     assert folder.parent != temp_root, "the host's TMPDIR is a folder of its own"
     if ending == "killed":
         host.kill()
@@ -61,7 +62,8 @@ def test_the_host_is_given_the_environment_asked_for_besides(temp_root: Path) ->
     host.kill()
     assert mark == "kept"
     assert Path(folder).parent == temp_root
-    assert "TMPDIR" not in env or env["TMPDIR"] == str(temp_root), "the caller's env is not changed"
+    assert env["TMPDIR"] == str(temp_root), "the caller's environment is left as it was"
+    assert "KVOFFLOAD_SCRATCH" not in env
 
 
 _LEAVES_A_FILE = """
