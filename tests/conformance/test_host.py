@@ -200,14 +200,17 @@ def test_a_thread_that_never_ends_does_not_hold_the_verdict(tmp_path: Path) -> N
 
 def test_a_killed_judge_leaves_no_host_and_no_worker(tmp_path: Path) -> None:
     """SIGKILL to ``kvoffload check``: the host notices (its lifeline) and ends its
-    process group, the target's worker with it."""
+    process group, the target's worker with it, and removes its scratch folder."""
     record = tmp_path / "pids"
     path = _target(tmp_path, hostile.STARTS_A_WORKER.replace("RECORD", str(record)))
+    temp = tmp_path / "tmp"  # the judge's TMPDIR, where it makes the host's scratch folder
+    temp.mkdir()
     judge = subprocess.Popen(
         [sys.executable, "-m", "kvoffload.conformance.cli", "check", f"{path}:Target",
          "--max-examples", "100000", "--no-database", "--quiet", "--call-timeout", "0",
          "--report-dir", str(tmp_path / "r")],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(temp)})
     try:
         deadline = time.monotonic() + BUDGET_S
         while not (record.exists() and len(record.read_text().split()) == 2):
@@ -218,6 +221,7 @@ def test_a_killed_judge_leaves_no_host_and_no_worker(tmp_path: Path) -> None:
         judge.wait()
         assert _gone(host), "the host outlived its judge"
         assert _gone(worker), "the target's worker outlived the judge"
+        assert list(temp.iterdir()) == [], "the host's scratch folder outlived the judge"
     finally:
         if judge.poll() is None:
             judge.kill()

@@ -45,6 +45,7 @@ from . import engine_record
 from .polling import Poller
 from .protocol import (
     PROTOCOL_VERSION,
+    SCRATCH,
     ProtocolError,
     dumps,
     hello_answer,
@@ -117,8 +118,15 @@ class _Channel:
 
 def _kill_group() -> None:
     """End the host and every process in its group (the target's workers), when the
-    host leads its group (the judge starts it so); else the host alone."""
+    host leads its group (the judge starts it so); else the host alone. The scratch
+    folder the judge gave the host (:data:`.protocol.SCRATCH`, its ``TMPDIR``) is
+    removed first: the host ends so when its judge is gone, and no judge is left to."""
     try:
+        folder = os.environ.get(SCRATCH)
+        if folder and folder == os.environ.get("TMPDIR"):
+            import shutil  # only here: a host's start imports no more than it uses
+
+            shutil.rmtree(folder, ignore_errors=True)
         if os.getpgrp() == os.getpid():
             os.killpg(os.getpgrp(), signal.SIGKILL)
     finally:

@@ -31,6 +31,11 @@ from ..errors import Untranslatable
 PROTOCOL_VERSION = 1
 """Sent in ``hello`` and answered back; a host speaking another version is refused."""
 
+SCRATCH = "KVOFFLOAD_SCRATCH"
+"""The environment variable naming a host's scratch folder, its ``TMPDIR`` too: the
+judge makes it for each host and removes it once the host's group has ended; a Python
+host whose judge is gone removes it before it ends its group (no judge is left to)."""
+
 CAPABILITY_FIELDS = ("touch", "reset", "events", "completion_tickets", "typed_misuse",
                      "strict_lookup")
 """The :class:`~kvoffload.conformance.adapter_api.Capabilities` a host announces in its ``hello``

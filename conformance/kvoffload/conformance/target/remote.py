@@ -37,9 +37,11 @@ import atexit
 import os
 import select
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -59,6 +61,7 @@ from .protocol import (
     BYE,
     NOT_RETURNED,
     PROTOCOL_VERSION,
+    SCRATCH,
     ProtocolError,
     call_line,
     config_fields,
@@ -176,6 +179,13 @@ class HostProcess:
         self.poller = Poller(POLL_S)
         self.lifeline: int | None = None
         args = list(argv)
+        self.scratch = tempfile.mkdtemp(prefix="kvoffload-host-")
+        """The host's ``TMPDIR`` (and :data:`.protocol.SCRATCH`): a folder of its own,
+        removed once its group has ended (:meth:`kill`), so that what the target leaves
+        there (an exit handler that a killed host never runs, a file it forgot) goes
+        with the host."""
+        env = {**(os.environ if env is None else env),
+               "TMPDIR": self.scratch, SCRATCH: self.scratch}
         passed: tuple[int, ...] = ()
         if lifeline:
             read_end, self.lifeline = os.pipe()
@@ -193,6 +203,7 @@ class HostProcess:
         except OSError as error:
             if self.lifeline is not None:
                 os.close(self.lifeline)
+            _remove(self.scratch)
             raise TargetLoadError(f"cannot start the host {shlex.join(self.argv)!r}: "
                                   f"{error.strerror or error}") from error
         finally:
@@ -325,6 +336,7 @@ class HostProcess:
         with suppress(OSError, subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
         self._close_pipes()
+        _remove(self.scratch)
 
     def close(self) -> None:
         """``bye``, a grace for the target's exit handlers, then the group is killed.
@@ -355,6 +367,11 @@ class HostTimeout(HostFailure):
     def __init__(self, seconds: float) -> None:
         super().__init__(f"no answer within {seconds:g} s")
         self.seconds = seconds
+
+
+def _remove(folder: str) -> None:
+    """Remove a host's scratch folder and what is in it (whatever cannot be: left)."""
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _signal_name(number: int) -> str:
