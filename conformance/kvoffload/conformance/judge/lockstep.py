@@ -287,9 +287,11 @@ class Lockstep:
 
     def call_target(self, call: Call) -> TargetAnswer:
         """Make ``call`` on the target: the one place the suite calls it. A ticket is
-        the spec's: the target is told its own ticket for that job."""
+        the spec's: the target is told its own ticket for that job (and not the job,
+        which is the environment's: ``job`` is left out)."""
         if call.ticket is not None:
-            call = Call(call.op, call.keys, call.success, self.target_ticket(call.ticket))
+            call = Call(call.op, call.keys, call.success,
+                        ticket=self.target_ticket(call.ticket))
         return TargetAnswer(*guarded_call(send, self.adapter, call, self.timeout))
 
     def target_ticket(self, spec_ticket: int) -> int:
