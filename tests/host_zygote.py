@@ -86,6 +86,17 @@ def take(connection):
     return json.loads(data), list(fds)
 
 
+def answer(connection, message):
+    """Send a launcher its answer and close its connection: unless it is gone (the judge
+    kills a host's launcher on a refusal, a timeout or a dead channel, often before the
+    forked host ends), which is nothing to the zygote."""
+    try:
+        connection.sendall(json.dumps(message).encode())
+    except OSError:
+        pass
+    connection.close()
+
+
 def become_host(request, fds):
     """This child as ``python -m kvoffload.conformance.target.host ARGS`` would be."""
     signal.set_wakeup_fd(-1)
@@ -119,15 +130,16 @@ while True:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 break
-            connection = waiting.pop(pid)
-            connection.sendall(json.dumps({"status": os.waitstatus_to_exitcode(status)}).encode())
-            connection.close()
+            answer(waiting.pop(pid), {"status": os.waitstatus_to_exitcode(status)})
     if server in ready:
         connection, _ = server.accept()
-        request, fds = take(connection)
-        if threading.active_count() != 1:
-            connection.sendall(json.dumps({"refused": threading.active_count()}).encode())
+        try:
+            request, fds = take(connection)
+        except (OSError, ValueError):  # the launcher was killed before its request
             connection.close()
+            continue
+        if threading.active_count() != 1:
+            answer(connection, {"refused": threading.active_count()})
         else:
             sys.stdout.flush()
             sys.stderr.flush()
