@@ -3,7 +3,8 @@ became of the launchers before it (the judge kills a host's launcher on a refusa
 timeout or a dead channel, often before the forked host has ended).
 
 Its spawner here preloads nothing and the host zygote only the host's modules, not
-LMCache: the zygote's serving is the subject, not what it has imported."""
+LMCache: the zygote's serving is the subject, not what it has imported. A host zygote
+without a spawner (``python_hosts``, tests/conftest.py) relays how each host ended."""
 
 from __future__ import annotations
 
@@ -49,3 +50,21 @@ def test_a_launcher_killed_before_its_host_ended_leaves_the_zygote_serving(
     reference.write_text("from kvoffload.impl import OffloadManager as Target\n")
     assert main(["check", f"{reference}:Target", *options,
                  "--report-dir", str(tmp_path / "b")]) == 0, capfd.readouterr().err
+
+
+def test_a_forked_host_killed_by_a_signal_is_reported_so(
+    python_hosts: None, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The launcher ends as its host ended: here of the SIGKILL the target sent its
+    host (a plain host zygote's fork: :func:`conftest.python_hosts`)."""
+    from kvoffload.conformance.cli import main
+
+    kills = tmp_path / "kills.py"
+    kills.write_text("import os, signal\nfrom kvoffload.impl import OffloadManager\n"
+                     "class Target(OffloadManager):\n"
+                     "    def reset_cache(self):\n"
+                     "        os.kill(os.getpid(), signal.SIGKILL)\n")
+    assert main(["check", f"{kills}:Target", "--max-examples", "20", "--steps", "40",
+                 "--seed", "5", "--quiet", "--stop-at-first",
+                 "--report-dir", str(tmp_path / "r")]) == 1
+    assert "was killed by SIGKILL" in capfd.readouterr().out

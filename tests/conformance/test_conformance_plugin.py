@@ -13,6 +13,7 @@ assert SUITE  # imported before any in-process run (see inprocess_suite)
 pytest_plugins = ["pytester"]
 
 
+@pytest.mark.usefixtures("python_hosts")  # the inner session's hosts: forks of one
 def test_targets_become_items_that_pass_or_fail(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(
         "--kvoffload-target=kvoffload.impl:OffloadManager",

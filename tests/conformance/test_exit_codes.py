@@ -26,6 +26,11 @@ what the run finds: the reference conforms on any budget, and a process's run co
 start-up, its host's and the judge's calls (20 x 40: about 0.2 s of CPU more a run)."""
 REFERENCE = "from kvoffload.impl import OffloadManager\n"
 
+pytestmark = pytest.mark.usefixtures("python_hosts")
+"""The judge in this process (:func:`check`) starts its hosts as forks of one host
+zygote (tests/conftest.py): the subject is the exit status and its message, not the
+host's start. The runs below in a process of their own start their own hosts."""
+
 
 def check(argv: list[str], report: Path) -> int:
     return main(["check", *argv, *SMALL, "--report-dir", str(report)])
