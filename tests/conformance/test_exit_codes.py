@@ -317,17 +317,23 @@ def test_a_huge_answer_is_clipped_in_output_and_report(
 # --- interrupts (a real SIGINT, so a subprocess) ------------------------------------
 
 SLOW = REFERENCE + """
-import time
+import pathlib, time
 
 class Slow(OffloadManager):
     def lookup(self, key):
+        pathlib.Path("STARTED").touch()
         time.sleep(SECONDS)
         return super().lookup(key)
 """
 
 
 def _start(tmp_path: Path, seconds: float) -> subprocess.Popen[str]:
-    path = write(tmp_path, "slow.py", SLOW.replace("SECONDS", str(seconds)))
+    """``kvoffload check`` of a target whose lookups take ``seconds``, once one has begun
+    (not after a fixed wait: half a second of the run was CPU spent for nothing, and on a
+    loaded machine too short a wait for the first lookup)."""
+    started = tmp_path / "lookup-started"
+    path = write(tmp_path, "slow.py",
+                 SLOW.replace("SECONDS", str(seconds)).replace("STARTED", str(started)))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
         [sys.executable, "-m", "kvoffload.conformance.cli", "check", f"{path}:Slow",
@@ -336,7 +342,10 @@ def _start(tmp_path: Path, seconds: float) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert process.stderr is not None
     assert "checking" in process.stderr.readline()  # the run has begun
-    time.sleep(0.5)
+    deadline = time.monotonic() + 60
+    while not started.exists():  # a lookup has begun: the run is in its calls
+        assert time.monotonic() < deadline, "no lookup within 60 s"
+        time.sleep(0.01)
     return process
 
 
