@@ -244,7 +244,8 @@ class HostZygote:
                     str(folder / "env.json")]
             if self.spawner is not None:
                 self.pid = self.spawner.spawn(argv, folder)
-            else:  # as the LMCache zygote starts: the server sets the hosts' environment
+            else:  # without PYTHONPATH, as the LMCache zygote starts: the server sets
+                # the hosts' environment and sys.path from env.json itself
                 self.process = subprocess.Popen(
                     [sys.executable, *argv], cwd=folder, stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
