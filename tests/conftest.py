@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from host_zygote import HostZygote
+from host_zygote import PYTHON_PRELOADED, HostZygote
 from zygote import Zygote
 
 
@@ -100,7 +100,9 @@ def lmcache_host_zygote(lmcache_zygote: Zygote) -> Iterator[HostZygote]:
     host); each Python host of :func:`lmcache_hosts` is a fork of it (:mod:`host_zygote`)."""
     from kvoffload.conformance.target import remote
 
-    zygote = HostZygote(remote._python_host()[1], lmcache_zygote)
+    env = remote._python_host()[1]
+    env.setdefault("LMCACHE_LOG_LEVEL", "ERROR")  # as lmcache_loader sets it in a host
+    zygote = HostZygote(env, lmcache_zygote)
     yield zygote
     zygote.close()
 
@@ -119,6 +121,38 @@ def lmcache_hosts(lmcache_host_zygote: HostZygote, monkeypatch: pytest.MonkeyPat
 
     def forked() -> tuple[list[str], dict[str, str]]:
         return lmcache_host_zygote.command(), real()[1]
+
+    monkeypatch.setattr(remote, "_python_host", forked)
+
+
+@pytest.fixture(scope="session")
+def python_host_zygote() -> Iterator[HostZygote]:
+    """One process for the session that has imported the suite's host and the reference
+    (:data:`host_zygote.PYTHON_PRELOADED`), started at the first host; each Python host
+    of :func:`python_hosts` is a fork of it (:mod:`host_zygote`)."""
+    from kvoffload.conformance.target import remote
+
+    zygote = HostZygote(remote._python_host()[1], None, PYTHON_PRELOADED)
+    yield zygote
+    zygote.close()
+
+
+@pytest.fixture
+def python_hosts(python_host_zygote: HostZygote, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge's Python hosts, for this test, forks of :func:`python_host_zygote`: a
+    host's start-up (an interpreter importing the host, the spec and the reference) paid
+    once, not once per host (about 0.1 s of CPU each). As :func:`lmcache_hosts`, for
+    tests whose subject is what a target does in its host, with the judge in the test's
+    process; the host's own start is tested where the judge is a process of its own
+    (test_host.py's :func:`run_check`, test_isolation.py) and by the hosts started early.
+    Each host gets the environment the zygote was made with (the session's when a test
+    first asked for this fixture), not the judge's at its own start."""
+    from kvoffload.conformance.target import remote
+
+    real = remote._python_host
+
+    def forked() -> tuple[list[str], dict[str, str]]:
+        return python_host_zygote.command(), real()[1]
 
     monkeypatch.setattr(remote, "_python_host", forked)
 

@@ -1,4 +1,4 @@
-"""Python hosts for LMCache targets without paying LMCache's import in each.
+"""Python hosts without paying their start-up in each: LMCache's import, or the host's own.
 
 A check of ``lmcache==X`` runs its target in the suite's Python host
 (``python -m kvoffload.conformance.target.host``, :mod:`kvoffload.conformance.target.remote`),
@@ -13,19 +13,28 @@ those imports and the host's, and forks a host per run:
   ``PYTHONPATH`` and ``sys.path``, ``LMCACHE_LOG_LEVEL=ERROR`` as ``lmcache_loader`` sets
   it, and LMCache's loggers, made at the zygote's import, set to that level), imports the
   host module and the LMCache adapters, calls :func:`gc.freeze` and waits on a Unix socket.
+- **Or without LMCache** (no spawner): ``python server.py``, the same server importing
+  only the host and the reference (:data:`PYTHON_PRELOADED`). A plain host's start (an
+  interpreter importing the host, the spec and the reference) is most of what a host
+  costs in a small check: in one of 3 examples of 10 calls, a host took 0.20 s of CPU, a
+  fork of this zygote and its launcher 0.08 s (tests/conftest.py's ``python_hosts``, for
+  the tests that run the judge in their own process).
 - **The host command** (:meth:`HostZygote.command`) replaces the judge's: a small launcher,
-  ``python -S -c LAUNCHER SOCKET``, hands the zygote its standard descriptors and its
-  lifeline and then waits; the zygote forks a child that takes them as 0, 1 and 2, leads a
-  session of its own, and runs the host module as ``python -m`` would, with the arguments
-  the judge gave; the launcher exits with the child's exit status (or dies of its signal).
+  ``python -S -c LAUNCHER SOCKET`` (built-in modules only), hands the zygote its standard
+  descriptors and its lifeline and then waits; the zygote forks a child that takes them
+  as 0, 1 and 2, leads a session of its own, and runs the host module as ``python -m``
+  would, with the arguments the judge gave; the launcher exits with the child's exit
+  status (or dies of its signal).
 
 What a test sees differs from a plain host only in the process that the judge waits for
-(the launcher) and in what the host had imported before its ``hello``; the protocol, the
-channel, the lifeline and the target's code are the host's own. A host killed by the
-judge's group kill leaves the child to end when its lifeline or channel closes, as a host
-whose judge died does. Before every fork the zygote checks that no Python thread but its own
-runs (a fork copies only the calling thread) and refuses otherwise: the launcher then exits
-1 with the reason on standard error, and the judge reports a host that ended while loading.
+(the launcher), in the environment (the zygote's, made when the session first asked for
+it, not the judge's at each host's start) and in what the host had imported before its
+``hello``; the protocol, the channel, the lifeline and the target's code are the host's
+own. A host killed by the judge's group kill leaves the child to end when its lifeline or
+channel closes, as a host whose judge died does. Before every fork the zygote checks that
+no Python thread but its own runs (a fork copies only the calling thread) and refuses
+otherwise: the launcher then exits 1 with the reason on standard error, and the judge
+reports a host that ended while loading.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -51,17 +61,29 @@ PRELOADED = (
 """What each host of an LMCache target imports before its first call, besides what the
 LMCache zygote has imported (:data:`zygote.PRELOADED`)."""
 
+PYTHON_PRELOADED = (
+    "kvoffload.conformance.target.host",
+    "kvoffload.conformance.config",
+    "kvoffload.conformance.target.targets",
+    "kvoffload.conformance.target.lmcache_loader",
+    "kvoffload.conformance.target.native",
+    "kvoffload.conformance.target.vllm_adapters",
+    "kvoffload.conformance.target.mooncake_adapter",
+    "kvoffload.impl",
+)
+"""What a host of a Python target imports by its first ``built`` (the reference's, and
+that of the tests' targets built on it), for a host zygote without LMCache."""
+
 _SERVER = r'''
-import array, gc, json, logging, os, select, signal, socket, sys, threading
+import array, gc, json, logging, marshal, os, select, signal, socket, sys, threading
 
 with open(sys.argv[3]) as given:  # the host's environment, as remote gives it a host
     os.environ.clear()
     os.environ.update(json.load(given))
 sys.path[1:1] = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-os.environ.setdefault("LMCACHE_LOG_LEVEL", "ERROR")  # as lmcache_loader sets it
 for name, logger in logging.Logger.manager.loggerDict.items():  # made at the zygote's import
     if name.split(".")[0] == "lmcache" and isinstance(logger, logging.Logger):
-        logger.setLevel(os.environ["LMCACHE_LOG_LEVEL"])
+        logger.setLevel(os.environ["LMCACHE_LOG_LEVEL"])  # the LMCache hosts' env sets it
 for name in json.loads(sys.argv[2]):
     __import__(name)
 gc.freeze()
@@ -83,7 +105,18 @@ def take(connection):
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
-    return json.loads(data), list(fds)
+    return marshal.loads(data), list(fds)
+
+
+def answer(connection, message):
+    """Send a launcher its answer and close its connection: unless it is gone (the judge
+    kills a host's launcher on a refusal, a timeout or a dead channel, often before the
+    forked host ends), which is nothing to the zygote."""
+    try:
+        connection.sendall(marshal.dumps(message))
+    except OSError:
+        pass
+    connection.close()
 
 
 def become_host(request, fds):
@@ -106,8 +139,10 @@ def become_host(request, fds):
     os.chdir(request["cwd"])
     sys.argv = ["-m", *argv]
     # Run as ``python -m`` runs it: a fresh ``__main__`` (the host notes its own pid at
-    # import; the copy the zygote imported has the zygote's), its imports already made.
+    # import; the copy the zygote imported has the zygote's), its imports already made,
+    # and the module not in sys.modules under its own name (nor runpy's warning that it is).
     import runpy
+    del sys.modules["kvoffload.conformance.target.host"]
     runpy.run_module("kvoffload.conformance.target.host", run_name="__main__", alter_sys=True)
 
 
@@ -119,15 +154,16 @@ while True:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 break
-            connection = waiting.pop(pid)
-            connection.sendall(json.dumps({"status": os.waitstatus_to_exitcode(status)}).encode())
-            connection.close()
+            answer(waiting.pop(pid), {"status": os.waitstatus_to_exitcode(status)})
     if server in ready:
         connection, _ = server.accept()
-        request, fds = take(connection)
-        if threading.active_count() != 1:
-            connection.sendall(json.dumps({"refused": threading.active_count()}).encode())
+        try:
+            request, fds = take(connection)
+        except (OSError, EOFError, ValueError):  # the launcher was killed before its request
             connection.close()
+            continue
+        if threading.active_count() != 1:
+            answer(connection, {"refused": threading.active_count()})
         else:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -140,7 +176,9 @@ while True:
 '''
 
 _LAUNCHER = r'''
-import array, json, os, signal, socket, sys, time
+# Built-in modules only (no socket, json or signal, whose imports cost more than the
+# rest of the launcher): the messages are marshalled.
+import _signal, _socket, array, marshal, os, sys, time
 argv = sys.argv[2:]
 for _ in range(6000):  # the zygote imports LMCache before it listens: up to 5 minutes
     if os.path.exists(sys.argv[1]):
@@ -149,10 +187,10 @@ for _ in range(6000):  # the zygote imports LMCache before it listens: up to 5 m
 fds = [0, 1, 2]
 if "--lifeline" in argv:
     fds.append(int(argv[argv.index("--lifeline") + 1]))
-connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
 connection.connect(sys.argv[1])
-request = json.dumps({"argv": argv, "cwd": os.getcwd()}).encode()
-connection.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+request = marshal.dumps({"argv": argv, "cwd": os.getcwd()})
+connection.sendmsg([request], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", fds))])
 null = os.open(os.devnull, os.O_RDWR)
 os.dup2(null, 0)
 os.dup2(null, 1)
@@ -164,23 +202,27 @@ while True:
     if not chunk:
         break
     answer += chunk
-reply = json.loads(answer or b'{"refused": "the host zygote ended"}')
+reply = marshal.loads(answer) if answer else {"refused": "the host zygote ended"}
 if "refused" in reply:
     sys.stderr.write(f"host zygote refused the run (Python threads: {reply['refused']})\n")
     sys.exit(1)
 status = reply["status"]
 if status < 0:
-    if -status not in (signal.SIGKILL, signal.SIGSTOP):
-        signal.signal(-status, signal.SIG_DFL)
+    if -status not in (_signal.SIGKILL, _signal.SIGSTOP):
+        _signal.signal(-status, _signal.SIG_DFL)
     os.kill(os.getpid(), -status)
 sys.exit(status)
 '''
 
 
 class HostZygote:
-    """One pre-importing host process; :meth:`command` is a host command forking it."""
+    """One pre-importing host process; :meth:`command` is a host command forking it.
 
-    def __init__(self, env: dict[str, str], spawner: Zygote,
+    Made by ``spawner`` (a fork of the LMCache zygote, which has imported torch and
+    LMCache) or, without one, started as ``python server.py`` (a plain interpreter that
+    imports only ``preload``: :data:`PYTHON_PRELOADED`)."""
+
+    def __init__(self, env: dict[str, str], spawner: Zygote | None,
                  preload: tuple[str, ...] = PRELOADED) -> None:
         self.env = env
         self.spawner = spawner
@@ -188,6 +230,7 @@ class HostZygote:
         self.folder = tempfile.TemporaryDirectory(prefix="kvoffload-hostzygote-")
         self.socket = str(Path(self.folder.name) / "hosts")
         self.pid: int | None = None
+        self.process: subprocess.Popen[bytes] | None = None
 
     def command(self) -> list[str]:
         """The host command: ``python -S -c LAUNCHER SOCKET`` (the judge appends the
@@ -197,15 +240,27 @@ class HostZygote:
             folder = Path(self.folder.name)
             (folder / "server.py").write_text(_SERVER)
             (folder / "env.json").write_text(json.dumps(self.env))
-            self.pid = self.spawner.spawn(
-                [str(folder / "server.py"), self.socket, json.dumps(list(self.preload)),
-                 str(folder / "env.json")], folder)
+            argv = [str(folder / "server.py"), self.socket, json.dumps(list(self.preload)),
+                    str(folder / "env.json")]
+            if self.spawner is not None:
+                self.pid = self.spawner.spawn(argv, folder)
+            else:  # without PYTHONPATH, as the LMCache zygote starts: the server sets
+                # the hosts' environment and sys.path from env.json itself
+                self.process = subprocess.Popen(
+                    [sys.executable, *argv], cwd=folder, stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+                self.pid = self.process.pid
         return [sys.executable, "-S", "-c", _LAUNCHER, self.socket]
 
     def close(self) -> None:
-        """End the zygote (the LMCache zygote, its parent, reaps it when closed)."""
+        """End the zygote (reaped here, or by the LMCache zygote, its parent, when that
+        is closed)."""
         if self.pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
+            if self.process is not None:
+                self.process.wait()
+                self.process = None
             self.pid = None
         self.folder.cleanup()

@@ -16,6 +16,9 @@ from kvoffload.conformance.command.report import SCHEMA
 pytest_plugins = ["pytester"]
 
 SMALL = ["--max-examples", "25", "--steps", "60", "--seed", "5", "--quiet"]
+pytestmark = pytest.mark.usefixtures("python_hosts")
+"""The judge runs in this process (:func:`run`), its hosts are forks of one host zygote
+(tests/conftest.py): the subject is the command's verdict, report and exit status."""
 
 
 def run(argv: list[str], report: Path) -> int:

@@ -13,6 +13,7 @@ assert SUITE  # imported before any in-process run (see inprocess_suite)
 pytest_plugins = ["pytester"]
 
 
+@pytest.mark.usefixtures("python_hosts")  # the inner session's hosts: forks of one
 def test_targets_become_items_that_pass_or_fail(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(
         "--kvoffload-target=kvoffload.impl:OffloadManager",
@@ -37,11 +38,13 @@ def test_configuration_options_reach_the_check(
 ) -> None:
     # The target in the inner session's process (KVOFFLOAD_IN_PROCESS=1): the options are
     # the subject, and the judge, not the host, reads them. Items through hosts:
-    # test_targets_become_items_that_pass_or_fail, a failing one among them.
+    # test_targets_become_items_that_pass_or_fail, a failing one among them. Seed 19:
+    # the same failure as at seed 3, shrunk from a shorter trace (seed 3's shrink took 2
+    # of the test's 3 s of CPU).
     monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
     result = pytester.runpytest(
         "--kvoffload-target=kvoffload.conformance.selftest.mutants:TouchIgnored",
-        "--kvoffload-level=exact", "--kvoffload-max-examples=40", "--kvoffload-seed=3",
+        "--kvoffload-level=exact", "--kvoffload-max-examples=40", "--kvoffload-seed=19",
         "--kvoffload-assume=unique-keys", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*level          exact*", "*assumptions    unique-keys*",

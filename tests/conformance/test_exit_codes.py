@@ -26,6 +26,11 @@ what the run finds: the reference conforms on any budget, and a process's run co
 start-up, its host's and the judge's calls (20 x 40: about 0.2 s of CPU more a run)."""
 REFERENCE = "from kvoffload.impl import OffloadManager\n"
 
+pytestmark = pytest.mark.usefixtures("python_hosts")
+"""The judge in this process (:func:`check`) starts its hosts as forks of one host
+zygote (tests/conftest.py): the subject is the exit status and its message, not the
+host's start. The runs below in a process of their own start their own hosts."""
+
 
 def check(argv: list[str], report: Path) -> int:
     return main(["check", *argv, *SMALL, "--report-dir", str(report)])
@@ -312,17 +317,23 @@ def test_a_huge_answer_is_clipped_in_output_and_report(
 # --- interrupts (a real SIGINT, so a subprocess) ------------------------------------
 
 SLOW = REFERENCE + """
-import time
+import pathlib, time
 
 class Slow(OffloadManager):
     def lookup(self, key):
+        pathlib.Path("STARTED").touch()
         time.sleep(SECONDS)
         return super().lookup(key)
 """
 
 
 def _start(tmp_path: Path, seconds: float) -> subprocess.Popen[str]:
-    path = write(tmp_path, "slow.py", SLOW.replace("SECONDS", str(seconds)))
+    """``kvoffload check`` of a target whose lookups take ``seconds``, once one has begun
+    (not after a fixed wait: half a second of the run was CPU spent for nothing, and on a
+    loaded machine too short a wait for the first lookup)."""
+    started = tmp_path / "lookup-started"
+    path = write(tmp_path, "slow.py",
+                 SLOW.replace("SECONDS", str(seconds)).replace("STARTED", str(started)))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
         [sys.executable, "-m", "kvoffload.conformance.cli", "check", f"{path}:Slow",
@@ -331,7 +342,10 @@ def _start(tmp_path: Path, seconds: float) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert process.stderr is not None
     assert "checking" in process.stderr.readline()  # the run has begun
-    time.sleep(0.5)
+    deadline = time.monotonic() + 60
+    while not started.exists():  # a lookup has begun: the run is in its calls
+        assert time.monotonic() < deadline, "no lookup within 60 s"
+        time.sleep(0.01)
     return process
 
 

@@ -26,6 +26,7 @@ from kvoffload.conformance.config import CheckConfig
 from kvoffload.conformance.errors import PropertyViolation
 
 HOSTILE = Path(__file__).with_name("hostile_targets.py")
+pytestmark = pytest.mark.usefixtures("python_hosts")  # hosts forked from one (conftest.py)
 SMALL = ["--max-examples", "20", "--steps", "60", "--seed", "5", "--quiet"]
 
 
@@ -45,7 +46,8 @@ def check(target: str, report: Path, capfd: pytest.CaptureFixture[str],
     output and its hosts' read from the descriptors, as from a process of its own): the
     subject is the verdict and its exit status, not the process around them, and a
     command's process of its own cost about 0.5 s of CPU more a run (Python, Hypothesis
-    and the suite imported again). The target is in a host process all the same."""
+    and the suite imported again). The target is in a host process all the same, a fork
+    of one host zygote (:func:`conftest.python_hosts`)."""
     code = main(["check", f"{HOSTILE}:{target}", *budget, "--report-dir", str(report)])
     out = capfd.readouterr()
     return Done(code, out.out, out.err), json.loads((report / "report.json").read_text())

@@ -11,7 +11,9 @@ that outlives it. Where the test is about what the target does in its host (it e
 forks, hangs, removes the report's folder, takes its time at exit), the judge is
 :func:`~kvoffload.conformance.cli.main` in the test's process (:func:`judge_here`): the
 same run, host and exit status, without a second interpreter importing the judge
-(about 0.3 s of CPU a run).
+(about 0.3 s of CPU a run), its hosts forks of one host zygote (``python_hosts`` in
+tests/conftest.py: about 0.1 s of CPU less a host). A host's own start is the subject
+where the judge is a process of its own, and of the hosts started early (below).
 
 The targets live in :mod:`tests.conformance.hostile_hosts` (as source text: each is
 written to a file of its own). Budgets are tiny (20 examples of 40 calls) so the
@@ -114,6 +116,7 @@ def test_a_forged_verdict_written_on_every_descriptor_is_garbage(tmp_path: Path)
 # --- the target ends its process ------------------------------------------------------
 
 
+@pytest.mark.usefixtures("python_hosts")
 def test_os_exit_in_a_call_fails_the_target_with_its_trace(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -149,6 +152,7 @@ def test_a_target_that_kills_its_own_process_fails(tmp_path: Path) -> None:
     assert "was killed by SIGKILL" in done.stdout
 
 
+@pytest.mark.usefixtures("python_hosts")
 def test_an_exit_while_loading_is_a_run_that_could_not_be_made(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -161,6 +165,7 @@ def test_an_exit_while_loading_is_a_run_that_could_not_be_made(
 # --- hangs: every request is timed ----------------------------------------------------
 
 
+@pytest.mark.usefixtures("python_hosts")
 @pytest.mark.parametrize("when", [1, pytest.param(5, marks=pytest.mark.slow)])
 def test_a_constructor_that_never_returns_is_timed(
     tmp_path: Path, when: int, capfd: pytest.CaptureFixture[str]
@@ -243,6 +248,7 @@ def test_a_fork_in_a_call_does_not_confuse_the_channel(tmp_path: Path) -> None:
     assert _gone(int(record.read_text())), "the forked child outlived the run"
 
 
+@pytest.mark.usefixtures("python_hosts")
 def test_a_forked_child_that_returns_into_the_host_does_not_answer(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -269,6 +275,7 @@ def test_a_chdir_does_not_move_the_report(tmp_path: Path) -> None:
     assert not (elsewhere / "r").exists()
 
 
+@pytest.mark.usefixtures("python_hosts")
 def test_a_replaced_report_directory_still_gets_the_report(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -437,6 +444,7 @@ def test_a_host_whose_answer_cannot_be_sent_ends_its_group(tmp_path: Path) -> No
             os.kill(worker, signal.SIGKILL)
 
 
+@pytest.mark.usefixtures("python_hosts")
 def test_each_host_runs_its_targets_exit_handlers_after_bye(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -7,6 +7,8 @@ claims."""
 from __future__ import annotations
 
 import re
+import shutil
+from pathlib import Path
 
 import pytest
 from inprocess_suite import SUITE
@@ -65,16 +67,39 @@ def test_k_selects_by_the_targets_name(project: pytest.Pytester) -> None:
                                  "1/3 tests collected (2 deselected)*"])
 
 
-def test_last_failed_reruns_only_the_failed_target(project: pytest.Pytester) -> None:
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the cache of :func:`_after_one_run`'s run is kept for the module."""
+    return tmp_path_factory.mktemp("one-run") / ".pytest_cache"
+
+
+def _after_one_run(project: pytest.Pytester, one_run: Path) -> None:
+    """``project`` as after one session of ``TWO`` (the plain test and the reference
+    pass, the mutant fails): that session's cache, which --lf and --ff read. The run
+    is made once for the module, its outcome asserted then, and its cache copied into
+    each project after it (the --lf and the --ff tests made the same run)."""
+    cache = project.path / ".pytest_cache"
+    if one_run.exists():
+        shutil.copytree(one_run, cache)
+        return
     project.runpytest(*TWO).assert_outcomes(passed=2, failed=1)
+    shutil.copytree(cache, one_run)
+
+
+def test_last_failed_reruns_only_the_failed_target(
+    project: pytest.Pytester, one_run: Path
+) -> None:
+    _after_one_run(project, one_run)
     again = project.runpytest(*TWO, "--lf")
     again.assert_outcomes(failed=1)
     again.stdout.fnmatch_lines(["*rerun previous 1 failure*",
                                 f"FAILED *::kvoffload[[]{MUTANT}[]]*"])
 
 
-def test_failed_first_runs_the_failed_target_first(project: pytest.Pytester) -> None:
-    project.runpytest(*TWO).assert_outcomes(passed=2, failed=1)
+def test_failed_first_runs_the_failed_target_first(
+    project: pytest.Pytester, one_run: Path
+) -> None:
+    _after_one_run(project, one_run)
     again = project.runpytest(*TWO, "--ff", "-v")
     again.assert_outcomes(passed=2, failed=1)
     ran = [line for line in again.stdout.lines if line.endswith("]") and "::" in line

@@ -38,7 +38,10 @@ from kvoffload.conformance.target.protocol import (
 )
 from kvoffload.spec import Call, LookupResult, Op
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="hosts need POSIX")
+pytestmark = [pytest.mark.skipif(os.name != "posix", reason="hosts need POSIX"),
+              pytest.mark.usefixtures("python_hosts")]
+"""The judge's Python hosts are forks of one host zygote (tests/conftest.py): they speak
+the protocol as a host started afresh does (its start is test_host.py's subject)."""
 
 SCHEMA = json.loads((Path(remote_module.__file__).parent / "protocol_schema.json").read_text())
 SMALL = ["--max-examples", "5", "--steps", "30", "--seed", "3", "--no-database", "--quiet"]

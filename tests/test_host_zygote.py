@@ -1,0 +1,70 @@
+"""tests/host_zygote.py: a host zygote serves every host the judge starts, whatever
+became of the launchers before it (the judge kills a host's launcher on a refusal, a
+timeout or a dead channel, often before the forked host has ended).
+
+Its spawner here preloads nothing and the host zygote only the host's modules, not
+LMCache: the zygote's serving is the subject, not what it has imported. A host zygote
+without a spawner (``python_hosts``, tests/conftest.py) relays how each host ended."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from host_zygote import HostZygote
+from zygote import Zygote
+
+
+@pytest.fixture
+def hosts(monkeypatch: pytest.MonkeyPatch) -> Iterator[HostZygote]:
+    """The judge's Python hosts, for this test, forks of a host zygote of their own."""
+    from kvoffload.conformance.target import remote
+
+    spawner = Zygote(preload=())
+    zygote = HostZygote(remote._python_host()[1], spawner,
+                        preload=("kvoffload.conformance.target.host",))
+    real = remote._python_host
+    monkeypatch.setattr(remote, "_python_host", lambda: (zygote.command(), real()[1]))
+    yield zygote
+    zygote.close()
+    spawner.close()
+
+
+def test_a_launcher_killed_before_its_host_ended_leaves_the_zygote_serving(
+    hosts: HostZygote, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: the zygote sent the status of a host whose launcher the judge had
+    killed, on that launcher's closed connection; the BrokenPipeError ended the zygote,
+    and every later host "exited with status 1 while loading the target"."""
+    from kvoffload.conformance.cli import main
+
+    exits = tmp_path / "exits.py"
+    exits.write_text("import sys\nsys.exit(0)\n")
+    options = ["--max-examples", "3", "--steps", "10", "--seed", "5", "--quiet"]
+    # The host refuses the load: the judge kills its launcher while the host still runs.
+    assert main(["check", f"{exits}:Target", *options, "--report-dir", str(tmp_path / "a")]) == 2
+    assert "raised SystemExit" in capfd.readouterr().err
+    reference = tmp_path / "reference.py"
+    reference.write_text("from kvoffload.impl import OffloadManager as Target\n")
+    assert main(["check", f"{reference}:Target", *options,
+                 "--report-dir", str(tmp_path / "b")]) == 0, capfd.readouterr().err
+
+
+def test_a_forked_host_killed_by_a_signal_is_reported_so(
+    python_hosts: None, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The launcher ends as its host ended: here of the SIGKILL the target sent its
+    host (a plain host zygote's fork: :func:`conftest.python_hosts`)."""
+    from kvoffload.conformance.cli import main
+
+    kills = tmp_path / "kills.py"
+    kills.write_text("import os, signal\nfrom kvoffload.impl import OffloadManager\n"
+                     "class Target(OffloadManager):\n"
+                     "    def reset_cache(self):\n"
+                     "        os.kill(os.getpid(), signal.SIGKILL)\n")
+    assert main(["check", f"{kills}:Target", "--max-examples", "20", "--steps", "40",
+                 "--seed", "5", "--quiet", "--stop-at-first",
+                 "--report-dir", str(tmp_path / "r")]) == 1
+    assert "was killed by SIGKILL" in capfd.readouterr().out
