@@ -68,3 +68,33 @@ def test_a_forked_host_killed_by_a_signal_is_reported_so(
                  "--seed", "5", "--quiet", "--stop-at-first",
                  "--report-dir", str(tmp_path / "r")]) == 1
     assert "was killed by SIGKILL" in capfd.readouterr().out
+
+
+def test_a_forked_host_has_the_scratch_folder_the_judge_made_for_it(
+    python_hosts: None, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """As a host the judge starts itself: ``TMPDIR`` is the folder the judge made for
+    this host (remote.HostProcess.scratch), not the zygote's, so what the target leaves
+    there goes with the host (tests/conformance/test_remote.py)."""
+    from kvoffload.conformance.cli import main
+
+    seen = tmp_path / "seen"
+    target = tmp_path / "target.py"
+    target.write_text("import os, tempfile\nfrom kvoffload.impl import OffloadManager\n"
+                      "class Target(OffloadManager):\n"
+                      "    def __init__(self, *args, **kwargs):\n"
+                      "        super().__init__(*args, **kwargs)\n"
+                      f"        with open({str(seen)!r}, 'a') as out:\n"
+                      "            out.write(tempfile.gettempdir() + ' '"
+                      " + os.environ['KVOFFLOAD_SCRATCH'] + '\\n')\n"
+                      "        tempfile.mkstemp(prefix='left-by-target-')\n")
+    assert main(["check", f"{target}:Target", "--max-examples", "3", "--steps", "10",
+                 "--seed", "5", "--quiet", "--report-dir", str(tmp_path / "r")]) == 0, \
+        capfd.readouterr().err
+    lines = seen.read_text().split("\n")[:-1]
+    assert lines
+    for line in lines:
+        temp, scratch = line.split()
+        assert temp == scratch
+        assert Path(temp).name.startswith("kvoffload-host-")
+        assert not Path(temp).exists(), "the scratch folder outlived its host"
