@@ -28,13 +28,14 @@ those imports and the host's, and forks a host per run:
 
 What a test sees differs from a plain host only in the process that the judge waits for
 (the launcher), in the environment (the zygote's, made when the session first asked for
-it, not the judge's at each host's start) and in what the host had imported before its
-``hello``; the protocol, the channel, the lifeline and the target's code are the host's
-own. A host killed by the judge's group kill leaves the child to end when its lifeline or
-channel closes, as a host whose judge died does. Before every fork the zygote checks that
-no Python thread but its own runs (a fork copies only the calling thread) and refuses
-otherwise: the launcher then exits 1 with the reason on standard error, and the judge
-reports a host that ended while loading.
+it, not the judge's at each host's start, but for the scratch folder the judge made for
+this host: ``TMPDIR`` and ``KVOFFLOAD_SCRATCH``, which the launcher passes on) and in what
+the host had imported before its ``hello``; the protocol, the channel, the lifeline and
+the target's code are the host's own. A host killed by the judge's group kill leaves the
+child to end when its lifeline or channel closes, as a host whose judge died does. Before
+every fork the zygote checks that no Python thread but its own runs (a fork copies only
+the calling thread) and refuses otherwise: the launcher then exits 1 with the reason on
+standard error, and the judge reports a host that ended while loading.
 """
 
 from __future__ import annotations
@@ -137,6 +138,10 @@ def become_host(request, fds):
         if fd > 2:
             os.close(fd)
     os.chdir(request["cwd"])
+    for name, value in request["scratch"].items():  # the folder the judge made for it
+        os.environ[name] = value
+    if "tempfile" in sys.modules:
+        sys.modules["tempfile"].tempdir = None  # read TMPDIR again
     sys.argv = ["-m", *argv]
     # Run as ``python -m`` runs it: a fresh ``__main__`` (the host notes its own pid at
     # import; the copy the zygote imported has the zygote's), its imports already made,
@@ -189,7 +194,9 @@ if "--lifeline" in argv:
     fds.append(int(argv[argv.index("--lifeline") + 1]))
 connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
 connection.connect(sys.argv[1])
-request = marshal.dumps({"argv": argv, "cwd": os.getcwd()})
+scratch = {name: os.environ[name] for name in ("TMPDIR", "KVOFFLOAD_SCRATCH")
+           if name in os.environ}
+request = marshal.dumps({"argv": argv, "cwd": os.getcwd(), "scratch": scratch})
 connection.sendmsg([request], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", fds))])
 null = os.open(os.devnull, os.O_RDWR)
 os.dup2(null, 0)
