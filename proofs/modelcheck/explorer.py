@@ -219,7 +219,7 @@ class Made:
 
 class Shared:
     """What the searches of one family of setups share: the calls made in each node and
-    where each led, and each node's canonical form.
+    where each led, each node's canonical form, and the node property it breaks.
 
     The setups of a family (:func:`family_of`) differ only in the faults the environment
     may inject (background eviction, the node's failure: the calls of
@@ -245,6 +245,9 @@ class Shared:
         """Per node, the calls a search made in it: only nodes where no call broke a rule."""
         self.forms: dict[Node, tuple[Hashable, object]] = {}
         """Per node, its canonical form and its keys' classes (:func:`canonical`)."""
+        self.broken: dict[frozenset[str], dict[Node, str | None]] = {}
+        """Per selection of properties, each node's first one broken (None: none broken),
+        as :func:`~.properties.broken` says."""
 
 
 def family_of(setup: Setup, bounds: Bounds, symmetry: bool = True) -> Hashable:
@@ -287,6 +290,7 @@ def _explore(setup: Setup, bounds: Bounds, symmetry: bool, progress: Progress | 
     keys = bounds.keys
     root = initial_node(bounds, setup.policy)
     forms = None if shared is None else shared.forms
+    verdicts = None if shared is None else shared.broken.setdefault(selected, {})
     made = None if shared is None or visit is not None else shared.made
     """The calls made in each node so far (not with ``visit``, which reads their outputs)."""
 
@@ -329,7 +333,12 @@ def _explore(setup: Setup, bounds: Bounds, symmetry: bool, progress: Progress | 
         number[new] = j, new
         if fresh:
             quiet.append(is_quiescent(new))
-            bad = broken(new, selected)
+            if verdicts is None:
+                bad = broken(new, selected)
+            elif new in verdicts:  # checked by an earlier search of the family
+                bad = verdicts[new]
+            else:
+                bad = verdicts[new] = broken(new, selected)
             if bad is not None:
                 return Violation(bad, _doc(bad), trace(j))
         if action.jobs and j != i:  # action.delivers_jobs
