@@ -23,7 +23,8 @@ def jobs_match_copies(node: Node) -> bool:
     """Per key, the manager knows of as many running copies as workers run: one store
     per STORING block or store orphan, one load per reader or per orphaned load due."""
     s = node.state
-    unknown = Counter((kind, key) for kind, key, _, _ in node.jobs)  # the running copies,
+    unknown: Counter[tuple[str, object]] = Counter(  # the running copies,
+        (kind, key) for kind, key, _, _ in node.jobs)
     for b in s.blocks:  # less those the manager knows of: none must be left either way
         if b.phase is Phase.STORING:
             unknown[STORE, b.key] -= 1
