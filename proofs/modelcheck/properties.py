@@ -23,15 +23,15 @@ def jobs_match_copies(node: Node) -> bool:
     """Per key, the manager knows of as many running copies as workers run: one store
     per STORING block or store orphan, one load per reader or per orphaned load due."""
     s = node.state
-    due: Counter[tuple[str, object]] = Counter()
-    for b in s.blocks:
+    unknown: Counter[tuple[str, object]] = Counter(  # the running copies,
+        (kind, key) for kind, key, _, _ in node.jobs)
+    for b in s.blocks:  # less those the manager knows of: none must be left either way
         if b.phase is Phase.STORING:
-            due[STORE, b.key] += 1
-        due[LOAD, b.key] += b.readers
+            unknown[STORE, b.key] -= 1
+        unknown[LOAD, b.key] -= b.readers
     for o in s.orphans:
-        due[STORE if o.kind is CopyKind.STORE else LOAD, o.key] += o.count
-    running = Counter((kind, key) for kind, key, _, _ in node.jobs)
-    return +due == running
+        unknown[STORE if o.kind is CopyKind.STORE else LOAD, o.key] -= o.count
+    return not any(unknown.values())
 
 
 def running_copies_own_their_slots(node: Node) -> bool:

@@ -137,7 +137,22 @@ def _component(block: Block | None, orphans: Iterable[Orphan], jobs: Iterable[Jo
     return tuple(items)
 
 
-def _encode(node: Node, kmap: dict[object, int], smap: dict[int, int]) -> tuple[object, ...]:
+def _components(node: Node, keys: Iterable[object], smap: dict[int, int]
+                ) -> dict[object, tuple[object, ...]]:
+    """Each key's :func:`_component`, its slots numbered by ``smap``, which names every
+    slot: a key's component then reads nothing of the other keys', so one per key and
+    slot numbering serves every renaming of the keys."""
+    s = node.state
+    blocks = {b.key: b for b in s.blocks}
+    return {key: _component(blocks.get(key), [o for o in s.orphans if o.key == key],
+                            [j for j in node.jobs if j[1] == key],
+                            [(kind, t) for kind, k, t in node.done if k == key], smap)
+            for key in keys}
+
+
+def _encode(node: Node, kmap: dict[object, int], components: dict[object, tuple[object, ...]]
+            ) -> tuple[object, ...]:
+    """The node with its keys renamed by ``kmap``, given each key's component."""
     s = node.state
     rec = s.recency
     order: tuple[object, ...]
@@ -146,13 +161,8 @@ def _encode(node: Node, kmap: dict[object, int], smap: dict[int, int]) -> tuple[
                  tuple(kmap[k] for k in rec.b1), tuple(kmap[k] for k in rec.b2), rec.p)
     else:
         order = tuple(kmap[k] for k in rec.order)
-    blocks = {b.key: b for b in s.blocks}
-    parts = []
-    for key in sorted(kmap, key=lambda k: kmap[k]):
-        parts.append(_component(blocks.get(key), [o for o in s.orphans if o.key == key],
-                                [j for j in node.jobs if j[1] == key],
-                                [(kind, t) for kind, k, t in node.done if k == key], smap))
-    return (s.epoch, order, tuple(parts), tuple(sorted(kmap[k] for k in s.announced)))
+    parts = tuple(components[key] for key in sorted(kmap, key=lambda k: kmap[k]))
+    return (s.epoch, order, parts, tuple(sorted(kmap[k] for k in s.announced)))
 
 
 def ticket_form(node: Node, keys: tuple[str, ...]) -> tuple[object, ...]:
@@ -161,8 +171,21 @@ def ticket_form(node: Node, keys: tuple[str, ...]) -> tuple[object, ...]:
     reduction. Tickets are fresh numbers, so without this abstraction even that search
     never ends (every store issues a new one).
     """
-    return _encode(node, {k: i for i, k in enumerate(keys)},
-                   {n: n for n in range(node.state.capacity)})
+    s = node.state
+    blocks = {b.key: b for b in s.blocks}
+    components: dict[object, tuple[object, ...]] = {key: _component_as_is(
+        blocks.get(key), tuple(o for o in s.orphans if o.key == key),
+        tuple(j for j in node.jobs if j[1] == key),
+        tuple((kind, t) for kind, k, t in node.done if k == key), s.capacity) for key in keys}
+    return _encode(node, {k: i for i, k in enumerate(keys)}, components)
+
+
+@lru_cache(maxsize=1 << 16)
+def _component_as_is(block: Block | None, orphans: tuple[Orphan, ...], jobs: tuple[Job, ...],
+                     done: tuple[tuple[str, int], ...], capacity: int) -> tuple[object, ...]:
+    """:func:`_component` with the slots numbered as they are, once per distinct argument:
+    the search without symmetry reduction asks for a form of every node it meets."""
+    return _component(block, orphans, jobs, done, {n: n for n in range(capacity)})
 
 
 def exact_form(node: Node, keys: tuple[str, ...]) -> tuple[object, ...]:
@@ -171,13 +194,14 @@ def exact_form(node: Node, keys: tuple[str, ...]) -> tuple[object, ...]:
 
     Exact by construction, and slow (|keys|! x capacity! encodings): the reference the
     fast form is tested against, and the form of nodes where keys share slots or jobs
-    run on free slots.
+    run on free slots. The keys' components are computed once per renaming of slots
+    (:func:`_components`), not once per renaming of keys and slots.
     """
     slots = range(node.state.capacity)
-    return min(
-        _encode(node, dict(zip(kperm, range(len(keys)), strict=True)),
-                dict(zip(sperm, slots, strict=True)))
-        for kperm in permutations(keys) for sperm in permutations(slots))
+    per_slots = [_components(node, keys, dict(zip(sperm, slots, strict=True)))
+                 for sperm in permutations(slots)]
+    return min(_encode(node, dict(zip(kperm, range(len(keys)), strict=True)), components)
+               for kperm in permutations(keys) for components in per_slots)
 
 
 class CallRenaming:

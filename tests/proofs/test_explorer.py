@@ -30,6 +30,7 @@ from proofs.modelcheck.explorer import (
     replay,
 )
 from proofs.modelcheck.model import SPEC
+from proofs.modelcheck.mutants import MUTANTS_BY_NAME
 from proofs.modelcheck.node import Action, Form, Outcome
 from proofs.modelcheck.properties import LIVENESS, NODE_PROPERTIES, WITHOUT_LAWS
 from proofs.modelcheck.step import step
@@ -208,14 +209,20 @@ _VLLM = Setup(SPEC, Form.VLLM, Policy.LRU, (NO_STALE_COMPLETIONS,), liveness=Fal
     ([_VLLM, replace(_VLLM, assumptions=(NO_STALE_COMPLETIONS, NO_RESET_IN_FLIGHT))], True),
     ([replace(_VLLM, assumptions=(NO_STALE_COMPLETIONS, NO_RESET_IN_FLIGHT)), _VLLM], False),
     ([replace(_VLLM, assumptions=()), _VLLM], True),
-], ids=["faults", "properties", "more-assumed", "less-assumed", "violated-first"])
+    ([_VLLM, CHECKS_BY_NAME["mutant:UnmatchedCompleteLoadAccepted+no-misuse"].setup,
+      CHECKS_BY_NAME["mutant:CompleteLoadCountsDuplicates+unique-keys"].setup], True),
+    ([CHECKS_BY_NAME["mutant:CompleteLoadCountsDuplicates"].setup, _VLLM,
+      CHECKS_BY_NAME["mutant:CompleteLoadCountsDuplicates+unique-keys"].setup], True),
+], ids=["faults", "properties", "more-assumed", "less-assumed", "violated-first", "mutants",
+        "mutant-first"])
 def test_a_shared_search_finds_what_a_search_alone_finds(
         family: list[Setup], reused: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """conftest.py hands the searches of one family a Shared (spec-arc's three TINY
     checks): each finds exactly what it finds alone, whichever search of the family came
-    first, whether it broke a property or not, and whatever each assumed. The later ones
-    make fewer calls themselves, unless the earlier ones assumed more (they left out
-    calls that a search assuming less must make)."""
+    first, whether it broke a property or not, whatever each assumed, and whichever
+    operations its model replaces. The later ones make fewer calls themselves, unless the
+    earlier ones assumed more (they left out calls that a search assuming less must
+    make)."""
     made: list[int] = []
 
     def counted(*args: object) -> Outcome:
@@ -239,6 +246,8 @@ def test_a_search_shares_only_with_its_own_family() -> None:
     shared = Shared(family_of(_LRU, ONE_KEY))
     for other, bounds in [(replace(_LRU, policy=Policy.ARC), ONE_KEY), (_LRU, TWO_KEYS),
                           (replace(_LRU, form=Form.VLLM), ONE_KEY),
-                          (replace(_LRU, properties=frozenset()), ONE_KEY)]:
+                          (replace(_LRU, properties=frozenset()), ONE_KEY),
+                          (replace(_LRU, model=MUTANTS_BY_NAME["DuplicateKeySlotLeak"].model),
+                           ONE_KEY)]:
         with pytest.raises(ValueError, match="its own family"):
             explore(other, bounds, shared=shared)

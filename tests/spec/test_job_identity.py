@@ -32,6 +32,16 @@ from kvoffload.spec import (
 
 KEYS = "abc"
 
+# The strategies that depend on nothing a run holds, built once rather than on each of the
+# thousands of draws (a new strategy is validated anew when first drawn from).
+KINDS = st.sampled_from(["store", "load", "complete", "reset"])
+KEY_SETS = st.lists(st.sampled_from(KEYS), max_size=2, unique=True)
+ONE_IN_TEN = st.integers(0, 9)
+COMPLETION_OPS = st.sampled_from([Op.COMPLETE_STORE, Op.COMPLETE_LOAD])
+ANY_KEY = st.sampled_from(KEYS)
+NEVER_ISSUED = st.integers(0, 3)
+SUCCESSES = st.booleans()
+
 
 @dataclass
 class Job:
@@ -59,10 +69,10 @@ def check_safety(state: CacheState, jobs: dict[Ticket, Job]) -> None:
 def completion(data: st.DataObject, jobs: dict[Ticket, Job], state: CacheState,
                ticket_form: bool) -> tuple[Call, Ticket | None]:
     """A completion of a job the environment started (running or not), or of none."""
-    if not jobs or data.draw(st.integers(0, 9)) == 0:
-        op = data.draw(st.sampled_from([Op.COMPLETE_STORE, Op.COMPLETE_LOAD]))
-        key: Key = data.draw(st.sampled_from(KEYS))
-        ticket = state.next_ticket + data.draw(st.integers(0, 3))  # never issued
+    if not jobs or data.draw(ONE_IN_TEN) == 0:
+        op = data.draw(COMPLETION_OPS)
+        key: Key = data.draw(ANY_KEY)
+        ticket = state.next_ticket + data.draw(NEVER_ISSUED)  # never issued
         if ticket_form:
             return Call(op, (key,), ticket=ticket), None
         return Call(op, (key,), job=ticket), None  # a job nobody started: stale
@@ -70,7 +80,7 @@ def completion(data: st.DataObject, jobs: dict[Ticket, Job], state: CacheState,
     job = jobs[ticket]
     keys: tuple[Key, ...] = tuple(data.draw(st.lists(
         st.sampled_from(sorted(job.slots, key=str)), min_size=1, unique=True)))
-    success = job.op is Op.COMPLETE_LOAD or data.draw(st.booleans())
+    success = job.op is Op.COMPLETE_LOAD or data.draw(SUCCESSES)
     if ticket_form:
         return Call(job.op, keys, success=success, ticket=ticket), ticket
     return Call(job.op, keys, success=success, job=ticket), ticket
@@ -80,7 +90,7 @@ def run(data: st.DataObject, policy: Policy, ticket_form: bool, steps: int) -> N
     state = initial_state(2, policy)
     jobs: dict[Ticket, Job] = {}
     for _ in range(steps):
-        kind = data.draw(st.sampled_from(["store", "load", "complete", "reset"]))
+        kind = data.draw(KINDS)
         if kind == "complete":
             call, ticket = completion(data, jobs, state, ticket_form)
             if not ticket_form and NO_STALE_COMPLETIONS.excludes(state, call):
@@ -101,7 +111,7 @@ def run(data: st.DataObject, policy: Policy, ticket_form: bool, steps: int) -> N
             state, _ = apply(state, Call(Op.RESET_CACHE))
         else:
             op = Op.PREPARE_STORE if kind == "store" else Op.PREPARE_LOAD
-            keys = tuple(data.draw(st.lists(st.sampled_from(KEYS), max_size=2, unique=True)))
+            keys = tuple(data.draw(KEY_SETS))
             held = running_slots(jobs)
             with contextlib.suppress(MisuseError):
                 state, plan = apply(state, Call(op, keys))

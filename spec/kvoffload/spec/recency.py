@@ -33,6 +33,14 @@ def _without(seq: tuple[Key, ...], key: Key) -> tuple[Key, ...]:
     return seq[:at] + _without(seq[at + 1:], key)
 
 
+def _moved_to_end(seq: tuple[Key, ...], key: Key) -> tuple[Key, ...]:
+    """``seq`` with ``key`` moved to its most-recent end: ``seq`` itself if it is there
+    already (a model checker touches the most recent key of a state over and over)."""
+    if seq[-1:] == (key,) and key not in seq[:-1]:
+        return seq
+    return (*_without(seq, key), key)
+
+
 def _first_in(seq: tuple[Key, ...], candidates: AbstractSet[Key]) -> Key | None:
     return next((k for k in seq if k in candidates), None)
 
@@ -135,7 +143,12 @@ class ArcLists:
               b1: tuple[Key, ...] | None = None, b2: tuple[Key, ...] | None = None,
               p: int | None = None) -> ArcLists:
         """These lists with the fields given (None: as they are), a new value: what
-        ``dataclasses.replace`` returns, by one call of the constructor."""
+        ``dataclasses.replace`` returns, by one call of the constructor; these lists
+        themselves if every field given is the one they have."""
+        if ((t1 is None or t1 is self.t1) and (t2 is None or t2 is self.t2)
+                and (b1 is None or b1 is self.b1) and (b2 is None or b2 is self.b2)
+                and (p is None or p == self.p)):
+            return self
         return ArcLists(self.capacity, self.t1 if t1 is None else t1,
                         self.t2 if t2 is None else t2, self.b1 if b1 is None else b1,
                         self.b2 if b2 is None else b2, self.p if p is None else p)
@@ -173,9 +186,9 @@ class ArcLists:
         arc = self
         for key in keys:
             if key in arc.t1:
-                arc = arc._with(t1=(*_without(arc.t1, key), key))
+                arc = arc._with(t1=_moved_to_end(arc.t1, key))
             else:
-                arc = arc._with(t2=(*_without(arc.t2, key), key))
+                arc = arc._with(t2=_moved_to_end(arc.t2, key))
         return arc
 
     def pinned(self, key: Key) -> ArcLists:
@@ -185,9 +198,9 @@ class ArcLists:
         arc = self
         for key in reversed(keys):
             if key in arc.t1 and key not in ready:
-                arc = arc._with(t1=(*_without(arc.t1, key), key))
+                arc = arc._with(t1=_moved_to_end(arc.t1, key))
             elif key in arc.t1 or key in arc.t2:
-                arc = arc._with(t1=_without(arc.t1, key), t2=(*_without(arc.t2, key), key))
+                arc = arc._with(t1=_without(arc.t1, key), t2=_moved_to_end(arc.t2, key))
         return arc
 
     def removed(self, key: Key) -> ArcLists:

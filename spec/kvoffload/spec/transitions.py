@@ -105,7 +105,7 @@ def touch(state: CacheState, keys: Iterable[Key]) -> tuple[CacheState, None]:
     post: __return__[0].blocks == state.blocks
     """
     recency = state.recency.touched(unique(keys), state.keys_in(Phase.READY))
-    if recency == state.recency:
+    if recency is state.recency or recency == state.recency:
         return state, None  # the order is as it was: nothing changes
     return changed(state, recency=recency), None
 
