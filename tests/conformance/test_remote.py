@@ -89,3 +89,16 @@ def test_a_check_leaves_no_temporary_file_of_its_targets(
     out, err = capfd.readouterr()
     assert status == 0, out + err
     assert list(temp_root.iterdir()) == []
+
+
+def test_a_tmpdir_where_no_folder_can_be_made_is_a_load_error(
+        temp_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that cannot make its host's scratch folder could not be made (exit 2, the
+    reason in a line), not an internal error."""
+    from kvoffload.conformance.errors import TargetLoadError
+
+    missing = temp_root / "missing"
+    monkeypatch.setattr(tempfile, "tempdir", str(missing))
+    with pytest.raises(TargetLoadError, match="cannot make a scratch folder for the host"):
+        HostProcess([sys.executable, "-c", "pass"], None, lifeline=True)
+    assert list(temp_root.iterdir()) == []
