@@ -179,16 +179,25 @@ class HostProcess:
         self.poller = Poller(POLL_S)
         self.lifeline: int | None = None
         args = list(argv)
-        self.scratch = tempfile.mkdtemp(prefix="kvoffload-host-")
-        """The host's ``TMPDIR`` (and :data:`.protocol.SCRATCH`): a folder of its own,
-        removed once its group has ended (:meth:`kill`), so that what the target leaves
-        there (an exit handler that a killed host never runs, a file it forgot) goes
-        with the host."""
+        try:
+            self.scratch = tempfile.mkdtemp(prefix="kvoffload-host-")
+            """The host's ``TMPDIR`` (and :data:`.protocol.SCRATCH`): a folder of its own,
+            removed once its group has ended (:meth:`kill`), so that what the target
+            leaves there (an exit handler that a killed host never runs, a file it
+            forgot) goes with the host."""
+        except OSError as error:
+            raise TargetLoadError(f"cannot make a scratch folder for the host in "
+                                  f"{tempfile.gettempdir()!r} (TMPDIR): "
+                                  f"{error.strerror or error}") from error
         env = {**(os.environ if env is None else env),
                "TMPDIR": self.scratch, SCRATCH: self.scratch}
         passed: tuple[int, ...] = ()
         if lifeline:
-            read_end, self.lifeline = os.pipe()
+            try:
+                read_end, self.lifeline = os.pipe()
+            except OSError:
+                _remove(self.scratch)
+                raise
             if read_end < 3:  # 0, 1 or 2 was closed: the host's own would clash with it
                 import fcntl  # POSIX only, as hosts are
 
