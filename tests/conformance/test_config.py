@@ -66,3 +66,18 @@ def test_check_raises_usage_error_not_value_error() -> None:
     """Issue 9: check(profile="bogus") raised ValueError, not the promised UsageError."""
     with pytest.raises(UsageError, match="profile= must be one of strict, safe"):
         check("kvoffload.impl:OffloadManager", profile="bogus")
+
+
+def test_a_sized_configuration_is_made_once_and_is_the_configuration_on_that_tier() -> None:
+    from dataclasses import replace
+
+    config = CheckConfig(seed=3, capacity=64)
+    assert config.sized(64) is config
+    small = config.sized(5)
+    assert small == replace(config, capacity=5)
+    assert config.sized(5) is small
+    # what is kept is not part of the configuration: equal, hashed and described alike
+    assert config == CheckConfig(seed=3, capacity=64)
+    assert hash(config) == hash(CheckConfig(seed=3, capacity=64))
+    assert config.describe() == CheckConfig(seed=3, capacity=64).describe()
+    assert replace(config, seed=4).sized(5).seed == 4

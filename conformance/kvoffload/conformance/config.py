@@ -8,7 +8,6 @@ configuration it was reached under.
 from __future__ import annotations
 
 import enum
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -157,8 +156,19 @@ class CheckConfig:
     def sized(self, capacity: int) -> CheckConfig:
         """This configuration on a tier of ``capacity`` slots: every example, shrink
         candidate and replay asks for one, and a configuration made anew runs the
-        options' checks again (:meth:`__post_init__`), so each is made once."""
-        return self if capacity == self.capacity else _sized(self, capacity)
+        options' checks again (:meth:`__post_init__`), so each is made once, kept in
+        this configuration's own ``__dict__`` (not a field: not compared, hashed or
+        described). Kept by instance, not in a cache keyed on the configuration, whose
+        hash would read every field at each look-up."""
+        if capacity == self.capacity:
+            return self
+        made: dict[int, CheckConfig] | None = self.__dict__.get("_sized")
+        if made is None:
+            made = self.__dict__["_sized"] = {}
+        config = made.get(capacity)
+        if config is None:
+            config = made[capacity] = replace(self, capacity=capacity)
+        return config
 
     def describe(self) -> dict[str, object]:
         """The configuration as plain values, for reports and report.json."""
@@ -180,11 +190,6 @@ class CheckConfig:
             "trace": self.trace,
             "target_defaults": list(self.target_defaults),
         }
-
-
-@functools.lru_cache(maxsize=256)
-def _sized(config: CheckConfig, capacity: int) -> CheckConfig:
-    return replace(config, capacity=capacity)
 
 
 def tier_size(draw: int, capacity: int) -> int:

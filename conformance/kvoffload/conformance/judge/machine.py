@@ -87,15 +87,6 @@ class Setup:
     def __post_init__(self) -> None:
         self.rules = Rules.of(self.config, self.capabilities)
         """What the generator may send to this target under this configuration."""
-        self._sized: dict[int, CheckConfig] = {}
-
-    def sized(self, capacity: int) -> CheckConfig:
-        """``config.sized(capacity)``, kept here: every example asks for its tier's, and
-        the configurations' own cache hashes every field of one at each look-up."""
-        config = self._sized.get(capacity)
-        if config is None:
-            config = self._sized[capacity] = self.config.sized(capacity)
-        return config
 
 
 class LockstepMachine(RuleBasedStateMachine):
@@ -143,7 +134,7 @@ class LockstepMachine(RuleBasedStateMachine):
     # --- the generator's driver --------------------------------------------------------
 
     def _fresh_target(self) -> None:
-        config = self.setup.sized(self.capacity)
+        config = self.setup.config.sized(self.capacity)
         try:
             adapter = construct(self.setup.make_adapter, self.capacity, config.call_timeout)
         except PropertyViolation as violation:
