@@ -137,17 +137,27 @@ def _component(block: Block | None, orphans: Iterable[Orphan], jobs: Iterable[Jo
     return tuple(items)
 
 
-def _components(node: Node, keys: Iterable[object], smap: dict[int, int]
+_Parts = tuple[Block | None, tuple[Orphan, ...], tuple[Job, ...], tuple[tuple[str, int], ...]]
+"""What a node says about one key, as :func:`_component` takes it: its live block, its
+orphans, its running jobs and its finished copies."""
+
+
+def _parts(node: Node, keys: Iterable[object]) -> dict[object, _Parts]:
+    """Each key's :data:`_Parts`."""
+    s = node.state
+    blocks = {b.key: b for b in s.blocks}
+    return {key: (blocks.get(key), tuple(o for o in s.orphans if o.key == key),
+                  tuple(j for j in node.jobs if j[1] == key),
+                  tuple((kind, t) for kind, k, t in node.done if k == key))
+            for key in keys}
+
+
+def _components(parts: dict[object, _Parts], smap: dict[int, int]
                 ) -> dict[object, tuple[object, ...]]:
     """Each key's :func:`_component`, its slots numbered by ``smap``, which names every
     slot: a key's component then reads nothing of the other keys', so one per key and
     slot numbering serves every renaming of the keys."""
-    s = node.state
-    blocks = {b.key: b for b in s.blocks}
-    return {key: _component(blocks.get(key), [o for o in s.orphans if o.key == key],
-                            [j for j in node.jobs if j[1] == key],
-                            [(kind, t) for kind, k, t in node.done if k == key], smap)
-            for key in keys}
+    return {key: _component(*of_key, smap) for key, of_key in parts.items()}
 
 
 def _encode(node: Node, kmap: dict[object, int], components: dict[object, tuple[object, ...]]
@@ -171,12 +181,9 @@ def ticket_form(node: Node, keys: tuple[str, ...]) -> tuple[object, ...]:
     reduction. Tickets are fresh numbers, so without this abstraction even that search
     never ends (every store issues a new one).
     """
-    s = node.state
-    blocks = {b.key: b for b in s.blocks}
-    components: dict[object, tuple[object, ...]] = {key: _component_as_is(
-        blocks.get(key), tuple(o for o in s.orphans if o.key == key),
-        tuple(j for j in node.jobs if j[1] == key),
-        tuple((kind, t) for kind, k, t in node.done if k == key), s.capacity) for key in keys}
+    capacity = node.state.capacity
+    components = {key: _component_as_is(*of_key, capacity)
+                  for key, of_key in _parts(node, keys).items()}
     return _encode(node, {k: i for i, k in enumerate(keys)}, components)
 
 
@@ -198,7 +205,8 @@ def exact_form(node: Node, keys: tuple[str, ...]) -> tuple[object, ...]:
     (:func:`_components`), not once per renaming of keys and slots.
     """
     slots = range(node.state.capacity)
-    per_slots = [_components(node, keys, dict(zip(sperm, slots, strict=True)))
+    parts = _parts(node, keys)
+    per_slots = [_components(parts, dict(zip(sperm, slots, strict=True)))
                  for sperm in permutations(slots)]
     return min(_encode(node, dict(zip(kperm, range(len(keys)), strict=True)), components)
                for kperm in permutations(keys) for components in per_slots)
