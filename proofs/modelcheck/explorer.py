@@ -346,6 +346,20 @@ def _explore(setup: Setup, bounds: Bounds, symmetry: bool, progress: Progress | 
             edges_to.append(j)
         return None
 
+    def reached(i: int, action: Action, new: Node) -> tuple[Node, Violation | None]:
+        """Node ``i`` led by ``action`` to ``new``, another node: :func:`met_first` if
+        this search had not met it, else the edge kept for liveness. Returns the node
+        first met with ``new``'s value (the one ``shared`` keeps) and the node property
+        broken, if any."""
+        met = number.get(new)
+        if met is None:
+            return new, met_first(i, action, new)
+        j, first = met
+        if action.jobs and j != i:  # action.delivers_jobs
+            edges_from.append(i)
+            edges_to.append(j)
+        return first, None
+
     bad = broken(root, selected)
     if bad is not None:
         return result(Violation(bad, _doc(bad), ()))
@@ -372,14 +386,9 @@ def _explore(setup: Setup, bounds: Bounds, symmetry: bool, progress: Progress | 
                     new = outcome.node
                 if new is None or new is node:
                     continue
-                met = number.get(new)
-                if met is None:
-                    violation = met_first(i, action, new)
-                    if violation is not None:
-                        return result(violation)
-                elif action.jobs and met[0] != i:  # action.delivers_jobs
-                    edges_from.append(i)
-                    edges_to.append(met[0])
+                _, violation = reached(i, action, new)
+                if violation is not None:
+                    return result(violation)
             batches: tuple[Iterable[Action], ...] = (env.faults(node, classes),)
             calls: list[Action] | None = None
         else:
@@ -399,16 +408,9 @@ def _explore(setup: Setup, bounds: Bounds, symmetry: bool, progress: Progress | 
                     return result(Violation(prop, detail, trace(i, action)))
                 new = outcome.node
                 if new is not None and new is not node:
-                    met = number.get(new)
-                    if met is None:
-                        violation = met_first(i, action, new)
-                        if violation is not None:
-                            return result(violation)
-                    else:
-                        j, new = met  # the node first met with this value, for ``shared``
-                        if action.jobs and j != i:  # action.delivers_jobs
-                            edges_from.append(i)
-                            edges_to.append(j)
+                    new, violation = reached(i, action, new)
+                    if violation is not None:
+                        return result(violation)
                 if calls is not None:
                     calls.append(action)
                     led.append(new)
