@@ -28,6 +28,19 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     assert tests in [line.strip() for line in ci]
 
 
+def test_ci_runs_the_wide_tier_the_default_tier_leaves_out() -> None:
+    """A test marked `wide` leaves the inner loop, not CI: .ci/run makes the wide tier
+    after the README's test command, in the same environment."""
+    tests = readme_commands()[1]
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    addopts = re.search(r"^addopts = (.*)$", pyproject, re.M)
+    assert addopts is not None
+    assert "not wide" in addopts.group(1)
+    assert ci.index("python -m pytest -m wide") > ci.index(tests)
+    assert ci.index("python -m pytest -m wide") < ci.index("deactivate")
+
+
 def test_every_semantic_decision_is_documented() -> None:
     spec_md = (ROOT / "docs" / "spec.md").read_text()
     cited = set()
