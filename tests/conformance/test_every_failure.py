@@ -3,10 +3,13 @@ flaky failure says so, with how often its shrunk trace failed on replay."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Hashable
 from pathlib import Path
+
+import pytest
 
 from kvoffload.conformance.command.report import failures_text, summary_text, write_check_report
 from kvoffload.conformance.command.runner import REPLAYS, run_check
@@ -53,10 +56,34 @@ def test_both_bugs_are_reported_with_their_own_reproducers(tmp_path: Path) -> No
         assert Path(entry["reproducer"]).is_file()
         assert entry["flaky"] is False
         assert entry["reproduced"] == REPLAYS
+        assert entry["shrink"]["replays"] > 0
+        assert entry["shrink"]["stopped"] is None
     summary = summary_text(result)
     assert "lookup           FAILED" in summary
     assert "events           FAILED" in summary
     assert "failure 2 of 2" in failures_text(result, tmp_path)
+
+
+@pytest.mark.parametrize(("limit", "stopped", "said"), [
+    ({"max_replays": 3}, "replays", "shrinking stopped at its budget of 3 replays"),
+    ({"budget_s": 0.0}, "time", "shrinking was cut by its 120 s safety net after 0 replays"),
+])
+def test_a_shrink_cut_short_says_how_in_the_output_and_report(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, limit: dict[str, float],
+        stopped: str, said: str) -> None:
+    """The replay budget gives the same trace on every machine; the clock's safety net
+    does not, and a reader must know which one ended the shrink."""
+    from kvoffload.conformance.command import runner
+    from kvoffload.conformance.judge.shrink import shrink
+
+    monkeypatch.setattr(runner, "shrink", functools.partial(shrink, **limit))
+    config = CheckConfig(stop_at_first=True, **BUDGET)  # type: ignore[arg-type]  # BUDGET: int fields only
+    result = run_check("test:TwoBugs", config, obj=TwoBugs)
+    assert [f.shrink_stopped for f in result.failures] == [stopped]
+    assert said in failures_text(result, tmp_path)
+    report, _ = write_check_report(result, tmp_path)
+    entry = json.loads(report.read_text())["violations"][0]
+    assert entry["shrink"]["stopped"] == stopped
 
 
 def test_stop_at_first_keeps_the_first_failure_only() -> None:

@@ -19,6 +19,7 @@ from kvoffload.spec import Call
 from ..config import CheckConfig, describe_tiers
 from ..errors import MAX_MESSAGE, PropertyViolation, clip, format_table
 from ..judge.properties import PROPERTIES, describe
+from ..judge.shrink import SHRINK_SAFETY_S
 from ..target.targets import target_defaults
 from .runner import CheckResult, Failure
 
@@ -57,6 +58,7 @@ def failure_json(failure: Failure, reproducer: str | None,
             "unreliable": failure.unreliable,
             "found_after_s": failure.found_after_s,
             "found_trace_calls": failure.found_trace_calls,
+            "shrink": {"replays": failure.shrink_replays, "stopped": failure.shrink_stopped},
             "engine_reproducer": engine_json(failure, engine_path)}
 
 
@@ -218,8 +220,21 @@ def failures_text(result: CheckResult, report_dir: Path | None) -> str:
                 + (f"{_flaky_note(failure)}" if failure.flaky else "") + ":\n"
                 if len(result.failures) > 1 or failure.flaky else "")
         parts.append(head + counterexample_text(failure.violation, path)
-                     + engine_text(failure, report_dir))
+                     + shrink_text(failure) + engine_text(failure, report_dir))
     return "\n\n".join(parts)
+
+
+def shrink_text(failure: Failure) -> str:
+    """A line when shrinking was cut short: by its replays (the same trace on every
+    machine) or by the wall clock's safety net (another machine may shrink further)."""
+    if failure.shrink_stopped == "time":
+        return (f"\nshrinking was cut by its {SHRINK_SAFETY_S:.0f} s safety net after "
+                f"{failure.shrink_replays:,} replays: a faster machine may report a "
+                "shorter trace (the verdict is the same)")
+    if failure.shrink_stopped == "replays":
+        return (f"\nshrinking stopped at its budget of {failure.shrink_replays:,} replays "
+                "(the same trace on every machine)")
+    return ""
 
 
 def engine_text(failure: Failure, report_dir: Path | None) -> str:

@@ -21,7 +21,7 @@ from ..judge.explain import error_text
 from ..judge.guard import Interrupted, timed_calls
 from ..judge.machine import BURST, Counters, LockstepMachine, build_machine
 from ..judge.properties import PROPERTIES
-from ..judge.shrink import attempt, shrink
+from ..judge.shrink import Shrunk, attempt, shrink
 from ..target.isolation import mark_running
 from ..target.remote import startup_seconds, target_session
 from ..target.targets import Prepared, with_target_defaults
@@ -152,6 +152,17 @@ class Failure:
     engine: EngineReproducer | None = None
     """Its engine-native reproducer and whether it showed the failure in a fresh process
     (engine targets, once :func:`add_engine_reproducers` ran)."""
+    shrink_replays: int = 0
+    """Replays the shrinker made (0: not shrunk)."""
+    shrink_stopped: str | None = None
+    """How shrinking was cut short, if it was: ``"replays"`` (its budget, the same on
+    every machine) or ``"time"`` (the wall clock's safety net); see
+    :class:`~kvoffload.conformance.judge.shrink.Shrunk`."""
+
+    def shrunk(self, shrunk: Shrunk) -> None:
+        """Take the shrinker's result as this failure's violation."""
+        self.violation = shrunk.violation
+        self.shrink_replays, self.shrink_stopped = shrunk.replays, shrunk.stopped
 
     @property
     def flaky(self) -> bool:
@@ -350,7 +361,7 @@ def _explore(result: CheckResult, prepared: Prepared, counters: Counters,
     if result.interrupted:
         return False
     try:
-        failure.violation = shrink(prepared.make_adapter, config, found, silenced=silenced)
+        failure.shrunk(shrink(prepared.make_adapter, config, found, silenced=silenced))
         _replay(failure, prepared, config, silenced)
     except Interrupted:
         result.interrupted = True
@@ -433,8 +444,9 @@ def _trace_failure(result: CheckResult, prepared: Prepared, requests: Sequence[R
     failure = Failure(found, found_after_s=round(time.perf_counter() - start, 3),
                       found_trace_calls=len(found.trace))
     result.failures.append(failure)
-    failure.violation, facts = shrink_trace_failure(
+    shrunk, facts = shrink_trace_failure(
         prepared.make_adapter, prepared.capabilities, config, requests, done, silenced)
+    failure.shrunk(shrunk)
     result.extra.setdefault("windows", []).append({"property": found.prop, **facts})
     _replay(failure, prepared, config, silenced)
     failed = {f.violation.prop for f in result.failures}

@@ -11,13 +11,18 @@ until nothing changes or the time budget is spent:
 2. simplify calls: a lookup of one of its keys instead, fewer keys, a failed store made
    successful, vLLM's completion form instead of a ticket;
 3. rename keys to a, b, c ... in order of first use.
+
+The budget is a count of replays (:data:`SHRINK_REPLAYS`), so a seed gives the same
+shrunk trace on any machine under any load; the wall clock (:data:`SHRINK_SAFETY_S`) is
+only a safety net for a target whose replays hang or crawl, and a shrink it cut says so
+(:attr:`Shrunk.stopped`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from kvoffload.spec import Call, Key, Op, excluded_by
 
@@ -53,14 +58,39 @@ def attempt(
     return None
 
 
+SHRINK_REPLAYS = 10_000
+"""The shrinker's budget, in replays made (a candidate replayed on one tier). The
+self-test's longest shrink makes 4,672 (ArcNoAdaptation, 16 s on 2 cores); an engine's
+failures take tens to a few hundred."""
+
+SHRINK_SAFETY_S = 120.0
+"""The wall clock's safety net (seconds): only a target whose replays hang or crawl
+meets it before :data:`SHRINK_REPLAYS`, and the report then says the shrink was cut."""
+
+
+@dataclass(frozen=True)
+class Shrunk:
+    """What a shrink reached, and how it ended."""
+
+    violation: PropertyViolation
+    replays: int
+    """Replays made (a candidate on one tier; a candidate met before is not replayed)."""
+    stopped: str | None = None
+    """None: the passes changed nothing more; ``"replays"``: the replay budget ran out
+    (the same on every machine); ``"time"``: the wall clock's safety net cut it (another
+    machine may shrink further)."""
+
+
 def shrink(
     make_adapter: Callable[[int], Adapter],
     config: CheckConfig,
     found: PropertyViolation,
-    budget_s: float = 20.0,
+    budget_s: float = SHRINK_SAFETY_S,
     silenced: frozenset[str] = frozenset(),
-) -> PropertyViolation:
-    """The shortest violation of ``found.prop`` these passes reach from ``found``.
+    max_replays: int = SHRINK_REPLAYS,
+) -> Shrunk:
+    """The shortest violation of ``found.prop`` these passes reach from ``found``, in at
+    most ``max_replays`` replays (and ``budget_s`` seconds, the safety net).
 
     Every candidate is tried on the smallest tier first (1 slot, then 2, 3, 4, then
     about 1.4 times more each try, up to the current one: :func:`_tiers`), so a trace
@@ -68,6 +98,7 @@ def shrink(
     large tier and as another on a small one still shrinks.
     """
     deadline = time.perf_counter() + budget_s
+    stopped: str | None = None
     drain = found.in_drain
     best = found
     largest = found.capacity or config.capacity
@@ -78,13 +109,19 @@ def shrink(
     replayed: dict[tuple[tuple[Call, ...], int], PropertyViolation | None] = {}
 
     def fails(calls: Sequence[Call]) -> bool:
-        nonlocal best, largest
+        nonlocal best, largest, stopped
         for capacity in _tiers(largest):
-            if time.perf_counter() > deadline:
-                return False
             key = (tuple(calls), capacity)
             if key in replayed:
                 violation = replayed[key]
+            elif stopped is not None:
+                return False
+            elif len(replayed) >= max_replays:
+                stopped = "replays"
+                return False
+            elif time.perf_counter() > deadline:
+                stopped = "time"
+                return False
             else:
                 violation = replayed[key] = attempt(
                     make_adapter, config.sized(capacity), calls, drain, silenced)
@@ -95,14 +132,14 @@ def shrink(
         return False
 
     changed = True
-    while changed and time.perf_counter() < deadline:
+    while changed and stopped is None:
         before = _size(best)
         fails(_generated(best))
         _delete_chunks(_generated(best), fails)
         _simplify(_generated(best), fails)
         _rename(_generated(best), fails)
         changed = _size(best) < before
-    return best
+    return Shrunk(best, len(replayed), stopped)
 
 
 def shrink_calls(calls: Sequence[Call], fails: Callable[[Sequence[Call]], bool],

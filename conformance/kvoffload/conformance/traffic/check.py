@@ -11,7 +11,8 @@ delays come from the seed, and a failure is shrunk in two stages:
    start that still fails the same property (each request's delays depend on the seed
    and its index only, so a window replays them unchanged);
 2. the suite's shrinker (:func:`~kvoffload.conformance.judge.shrink.shrink`) on that window's
-   calls: chunks deleted, calls simplified, keys renamed, smaller tiers tried first.
+   calls: chunks deleted, calls simplified, keys renamed, smaller tiers tried first,
+   with its budget of replays (the same shrunk trace on every machine).
 """
 
 from __future__ import annotations
@@ -24,13 +25,10 @@ from ..adapter_api import Adapter, Capabilities
 from ..config import CheckConfig
 from ..errors import PropertyViolation
 from ..judge.lockstep import Lockstep, construct
-from ..judge.shrink import shrink
+from ..judge.shrink import Shrunk, shrink
 from ..options import split_trace
 from .calls import Tally, TraceCalls
 from .traces import Request, load
-
-SHRINK_BUDGET_S = 60.0
-"""Seconds the suite's shrinker may spend on a failing window (stage 2)."""
 
 
 def load_trace(text: str) -> list[Request]:
@@ -108,22 +106,23 @@ def shortest_window(make_adapter: Callable[[int], Adapter], caps: Capabilities,
 def shrink_trace_failure(make_adapter: Callable[[int], Adapter], caps: Capabilities,
                          config: CheckConfig, requests: Sequence[Request], found: Pass,
                          silenced: frozenset[str] = frozenset()
-                         ) -> tuple[PropertyViolation, dict[str, object]]:
+                         ) -> tuple[Shrunk, dict[str, object]]:
     """Both stages: the shrunk violation, and what the window stage found."""
     started = time.perf_counter()
     start, window = shortest_window(make_adapter, caps, config, requests, found, silenced)
     if window.violation is None:
         raise ValueError("shortest_window returned a pass that did not fail")
     cut = time.perf_counter()
-    shrunk = shrink(make_adapter, config, window.violation, budget_s=SHRINK_BUDGET_S,
-                    silenced=silenced)
+    shrunk = shrink(make_adapter, config, window.violation, silenced=silenced)
     facts: dict[str, object] = {
         "failing_request": found.request, "window": [start, found.request],
         "window_requests": found.request - start + 1,
         "window_calls": len(window.violation.trace),
         "window_s": round(cut - started, 3),
         "shrink_s": round(time.perf_counter() - cut, 3),
-        "shrunk_calls": len(shrunk.trace), "shrunk_capacity": shrunk.capacity,
+        "shrunk_calls": len(shrunk.violation.trace),
+        "shrunk_capacity": shrunk.violation.capacity,
+        "shrink_replays": shrunk.replays, "shrink_stopped": shrunk.stopped,
     }
     return shrunk, facts
 
