@@ -35,17 +35,26 @@ def failed(target: type, **options: Any) -> list[str]:
     return sorted(v.prop for v in result.violations)
 
 
+WIDE = pytest.mark.wide
+"""The default tier meets at least one hostile answer per property, and one per way the
+native adapter reads it; the wide tier meets the others, each beside (in a comment) the
+default-tier ones that fail it through the same reading and the same comparison."""
+
+
 @pytest.mark.parametrize(("target", "prop"), [
     (LiarKeys, "store-plan"),
     (ZeroTickets, "tickets"),
     (FloatSlots, "slots"),
-    (NoEpoch, "epochs"),
-    (LyingResetEpoch, "epochs"),
     (WrongLoadEpoch, "epochs"),
-    (ClearsItsArgument, "arguments"),
-    (ReusesOneBuffer, "arguments"),
+    # FloatSlots: read_int refuses a value that is no int; WrongLoadEpoch: the epochs
+    pytest.param(NoEpoch, "epochs", marks=WIDE),
+    # ZeroTickets: read_int reads a lying int as the int; WrongLoadEpoch: a wrong epoch
+    pytest.param(LyingResetEpoch, "epochs", marks=WIDE),
+    (ClearsItsArgument, "arguments"),  # the caller's list
+    (ReusesOneBuffer, "arguments"),  # an answer kept
     (AnnouncesAgain, "events"),
-    (RemovesUnannounced, "events"),
+    # AnnouncesAgain: a drain that the subscriber's replay finds wrong
+    pytest.param(RemovesUnannounced, "events", marks=WIDE),
 ])
 def test_a_hostile_answer_fails_its_property_and_no_other(target: type, prop: str) -> None:
     assert failed(target) == [prop]
