@@ -31,6 +31,9 @@ WIDE = {
     # variants: the default tier kills one per property and per policy's eviction order
     "ArcNoAdaptation [arc/exact]",  # ArcGhostHitToT1 [arc/exact]: ARC's order, ghost hits
     "TouchIgnored [lru/exact]",  # TouchForwardOrder [lru/exact]: touch's LRU update
+    "LookupRefreshesRecency [lru/exact]",  # MruEviction [lru/exact]: LRU's order
+    "DuplicateKeySlotLeak [lru/any]",  # EvictsStoringBlock [lru/any]: rejection
+    "EvictsPinnedBlock [lru/any]",  # EvictsMoreThanNeeded [lru/any]: eviction-choice
     # controls: the default tier passes one of each kind
     "TouchIgnored [lru/any]",  # MruEviction [lru/any]: another LRU victim, level any
     "TouchForwardOrder [lru/any]",
