@@ -34,6 +34,9 @@ WIDE = {
     "LookupRefreshesRecency [lru/exact]",  # MruEviction [lru/exact]: LRU's order
     "DuplicateKeySlotLeak [lru/any]",  # EvictsStoringBlock [lru/any]: rejection
     "EvictsPinnedBlock [lru/any]",  # EvictsMoreThanNeeded [lru/any]: eviction-choice
+    # EvictsStoringBlock [lru/any]: rejection, judged alike under either policy (the
+    # spec's count of evictable blocks); ArcGhostHitToT1 [arc/any]: a run under ARC
+    "ArcRejectsWithEvictable [arc/any]",
     # controls: the default tier passes one of each kind
     "TouchIgnored [lru/any]",  # MruEviction [lru/any]: another LRU victim, level any
     "TouchForwardOrder [lru/any]",
