@@ -35,25 +35,39 @@ def failed(target: type, **options: Any) -> list[str]:
     return sorted(v.prop for v in result.violations)
 
 
+WIDE = pytest.mark.wide
+"""The default tier meets at least one hostile answer per property, and one per way the
+native adapter reads it; the wide tier meets the others, each beside (in a comment) the
+default-tier ones that fail it through the same reading and the same comparison."""
+
+
 @pytest.mark.parametrize(("target", "prop"), [
     (LiarKeys, "store-plan"),
     (ZeroTickets, "tickets"),
     (FloatSlots, "slots"),
-    (NoEpoch, "epochs"),
-    (LyingResetEpoch, "epochs"),
     (WrongLoadEpoch, "epochs"),
-    (ClearsItsArgument, "arguments"),
-    (ReusesOneBuffer, "arguments"),
+    # FloatSlots: read_int refuses a value that is no int; WrongLoadEpoch: the epochs
+    pytest.param(NoEpoch, "epochs", marks=WIDE),
+    # ZeroTickets: read_int reads a lying int as the int; WrongLoadEpoch: a wrong epoch
+    pytest.param(LyingResetEpoch, "epochs", marks=WIDE),
+    (ClearsItsArgument, "arguments"),  # the caller's list
+    (ReusesOneBuffer, "arguments"),  # an answer kept
     (AnnouncesAgain, "events"),
-    (RemovesUnannounced, "events"),
+    # AnnouncesAgain: a drain that the subscriber's replay finds wrong
+    pytest.param(RemovesUnannounced, "events", marks=WIDE),
 ])
 def test_a_hostile_answer_fails_its_property_and_no_other(target: type, prop: str) -> None:
     assert failed(target) == [prop]
 
 
-def test_lists_in_fresh_answers_conform() -> None:
-    assert failed(ListsAndSets) == []
-    assert failed(ListsAndSets, level=Level.EXACT, policy=Policy.ARC) == []
+@pytest.mark.parametrize("options", [
+    {"level": Level.EXACT, "policy": Policy.ARC},
+    # [exact-arc]: the adapter reads a list answer into a tuple before any comparison,
+    # and keeps it (to see it change) alike whatever the level and the policy
+    pytest.param({}, marks=WIDE),
+], ids=["exact-arc", "any-lru"])
+def test_lists_in_fresh_answers_conform(options: dict[str, Any]) -> None:
+    assert failed(ListsAndSets, **options) == []
 
 
 def test_a_bug_past_the_small_tiers_is_met_on_a_wide_one() -> None:
@@ -61,7 +75,13 @@ def test_a_bug_past_the_small_tiers_is_met_on_a_wide_one() -> None:
     slots, so a manager that goes wrong only past 8 slots conformed. One example in ten
     now draws a wider tier (up to ``--capacity``, 64 by default)."""
     assert failed(NarrowSlotIndex) == ["slots"]
-    assert failed(NarrowSlotIndex, capacity=8) == []  # the bug needs more than 8 slots
+
+
+@pytest.mark.wide
+def test_the_bug_past_the_small_tiers_needs_more_than_8_slots() -> None:
+    """The test above's target, shown to conform on tiers of up to 8 slots: a check of
+    the target the regression needs (the wide tier makes it, at every CI run)."""
+    assert failed(NarrowSlotIndex, capacity=8) == []
 
 
 

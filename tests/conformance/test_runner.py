@@ -14,7 +14,9 @@ from kvoffload.conformance.config import CheckConfig
 from kvoffload.conformance.judge.lockstep import Lockstep
 from kvoffload.spec import Call
 
-BUDGET = CheckConfig(max_examples=30, steps=64, seed=11)
+BUDGET = CheckConfig(max_examples=10, steps=64, seed=11)
+"""608 calls; without the fix (Hypothesis's constants left in its pool) the second run
+left the first at call 116 (at 58 with 5 examples), so 10 examples keep a wide margin."""
 
 
 def calls_of_a_run(monkeypatch: pytest.MonkeyPatch) -> list[Call]:

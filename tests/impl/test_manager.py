@@ -583,9 +583,25 @@ def _outcome(call: Callable[..., object], *arguments: object) -> object:
 
 
 @pytest.mark.parametrize("policy", ["lru", "arc"])
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(capacity=st.integers(min_value=1, max_value=5), ops=_OPS)
 def test_whole_dict_completions_do_what_the_general_path_does(
+        policy: str, capacity: int, ops: list[tuple[str, list[str], int, str]]) -> None:
+    """The default tier's budget, an inner loop (about 0.5 s of CPU a policy); the wide
+    tier's copy below makes 300 examples at every CI run."""
+    _whole_dict_like_the_general_path(policy, capacity, ops)
+
+
+@pytest.mark.wide
+@pytest.mark.parametrize("policy", ["lru", "arc"])
+@settings(max_examples=300, deadline=None)
+@given(capacity=st.integers(min_value=1, max_value=5), ops=_OPS)
+def test_whole_dict_completions_do_what_the_general_path_does_at_300_examples(
+        policy: str, capacity: int, ops: list[tuple[str, list[str], int, str]]) -> None:
+    _whole_dict_like_the_general_path(policy, capacity, ops)
+
+
+def _whole_dict_like_the_general_path(
         policy: str, capacity: int, ops: list[tuple[str, list[str], int, str]]) -> None:
     # complete_store / complete_load given the plan's own key tuple (or an equal tuple)
     # while that plan's keys are all of the STORING / read blocks complete the whole

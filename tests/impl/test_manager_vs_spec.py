@@ -159,15 +159,22 @@ class ArcLockstep(Lockstep):
     policy = Policy.ARC
 
 
-SETTINGS = settings(max_examples=100, stateful_step_count=50, deadline=None,
+SETTINGS = settings(max_examples=50, stateful_step_count=50, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
-"""The default tier's budget."""
+"""The default tier's budget (an inner loop: about 1.2 s of CPU a policy)."""
+WIDE_BUDGET = settings(SETTINGS, max_examples=100)
+"""The wide tier's: twice the examples (every CI run makes it)."""
 FULL_BUDGET = settings(SETTINGS, max_examples=300)
-"""The slow tier's: three times the examples."""
+"""The slow tier's: six times the examples."""
 TestLruManagerMatchesSpec = Lockstep.TestCase
 TestLruManagerMatchesSpec.settings = SETTINGS
 TestArcManagerMatchesSpec = ArcLockstep.TestCase
 TestArcManagerMatchesSpec.settings = SETTINGS
+# The wide tier's copies: the same machines' test cases with twice the examples.
+TestLruManagerMatchesSpecWide = pytest.mark.wide(type(
+    "TestLruManagerMatchesSpecWide", (TestLruManagerMatchesSpec,), {"settings": WIDE_BUDGET}))
+TestArcManagerMatchesSpecWide = pytest.mark.wide(type(
+    "TestArcManagerMatchesSpecWide", (TestArcManagerMatchesSpec,), {"settings": WIDE_BUDGET}))
 # The slow tier's copies: the same machines' test cases with the full budget.
 TestLruManagerMatchesSpecFullBudget = pytest.mark.slow(type(
     "TestLruManagerMatchesSpecFullBudget", (TestLruManagerMatchesSpec,),
