@@ -123,9 +123,13 @@ def test_stepwise_stops_at_the_failed_target_and_resumes_there(
     again.assert_outcomes(failed=1, deselected=2)
 
 
+@pytest.mark.wide
 def test_xdist_loadgroup_runs_every_item(project: pytest.Pytester) -> None:
-    # --dist loadscope: test_plugin_shards.py's shards test runs under it. The controlling
-    # session runs in this process (see inprocess_suite), its two workers in their own.
+    """In the wide tier: the default tier's run under xdist is test_plugin_shards.py's
+    shards test under --dist loadgroup (the same two targets in two shards each, over
+    two workers, every item's outcome asserted, the merge too); under loadscope, its
+    wide instance. The controlling session runs in this process (see inprocess_suite),
+    its two workers in their own."""
     pytest.importorskip("xdist")
     result = project.runpytest(*SHARDED, "--kvoffload-shards=2", "-n", "2",
                                "--dist", "loadgroup", "-p", "no:cacheprovider",
