@@ -363,11 +363,13 @@ def test_each_seeded_variant_fails_its_selftest_case(cases: tuple[dict[str, Any]
     assert isinstance(replay_case(case, prepared.make_adapter, config), PropertyViolation)
 
 
+@pytest.mark.usefixtures("python_hosts")
 def test_replay_exits_1_naming_the_property(untiny: Path, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     """A failure names the property, shows check's divergence table and writes check's
     report.json and reproducer (which fails on its own, as check's do). Through a host,
-    as check runs a target."""
+    as check runs a target: a fork of the session's host zygote (tests/conftest.py), as
+    the replay, not a host's start, is the subject."""
     target = "kvoffload.conformance.selftest.mutants:LookupPendingAsMiss"
     assert main(["corpus", "replay", str(untiny), target, "--report-dir", str(tmp_path)]) == 1
     out = capsys.readouterr().out
