@@ -71,9 +71,18 @@ def rewrite(path: Path, case: dict[str, object]) -> None:
     assert path.stat().st_nlink == 1
 
 
-def test_the_toy_manager_passes_the_cases_it_replays(replayer: Path, corpus: Path) -> None:
-    done = subprocess.run([str(replayer), str(corpus)], capture_output=True, text=True,
-                          env=CLEAN)
+@pytest.fixture(scope="module")
+def clean_replay(replayer: Path, corpus: Path) -> subprocess.CompletedProcess[str]:
+    """The clean toy's replay of the whole corpus, made once for the tests that read it
+    (each made the same run: about 0.2 s of CPU)."""
+    return subprocess.run([str(replayer), str(corpus)], capture_output=True, text=True,
+                          env=CLEAN, check=False)
+
+
+def test_the_toy_manager_passes_the_cases_it_replays(
+    clean_replay: subprocess.CompletedProcess[str],
+) -> None:
+    done = clean_replay
     assert done.returncode == 0, done.stdout
     passed, failed, skipped = (int(w) for w in done.stdout.split()[::2][:3])
     assert failed == 0
@@ -98,13 +107,14 @@ def test_an_unreadable_corpus_exits_2(replayer: Path, tmp_path: Path) -> None:
                           env=CLEAN).returncode == 2
 
 
-def test_every_reset_case_is_replayed(replayer: Path, corpus: Path) -> None:
+def test_every_reset_case_is_replayed(
+    corpus: Path, clean_replay: subprocess.CompletedProcess[str],
+) -> None:
     # Only exact-level ARC cases are skipped: the toy resets, with copies still running.
     cases = [json.loads(p.read_text()) for p in (corpus / "cases").glob("*.json")]
     arc_exact = sum(c["level"] == "exact" and c["policy"] != "lru" for c in cases)
     assert any(s["call"]["op"] == "reset_cache" for c in cases for s in c["steps"])
-    done = subprocess.run([str(replayer), str(corpus)], capture_output=True, text=True,
-                          env=CLEAN)
+    done = clean_replay
     assert done.stdout.split()[4] == str(arc_exact)  # "P passed, F failed, S skipped"
 
 

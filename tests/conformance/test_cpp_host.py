@@ -63,10 +63,13 @@ def _clean_toy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.skipif(os.name != "posix", reason="hosts need POSIX")
+@pytest.mark.parametrize("examples", ["12", pytest.param("40", marks=pytest.mark.wide)])
 def test_the_toy_conforms_live(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                               toy: Path) -> None:
+                               toy: Path, examples: str) -> None:
+    """On 12 examples in the default tier (the toy's code against every case of the
+    short corpus: test_corpus_cpp.py), on 40 in the wide tier (1.7 s of CPU)."""
     assert main(["check", "--exec", str(toy), "--level", "exact", *SMALL,
-                 "--report-dir", str(tmp_path / "r")]) == 0
+                 "--max-examples", examples, "--report-dir", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "adapter        native (the C++17 toy LRU manager" in out
     assert "CONFORMS" in out

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from package_ast import walked
+
 import kvoffload.conformance
 
 LIMIT = 60
@@ -13,10 +15,10 @@ LIMIT = 60
 
 def lengths() -> list[tuple[int, str]]:
     """(lines, "module:function") for every function and method of the package."""
-    root = Path(kvoffload.conformance.__file__).parent
+    root = Path(kvoffload.conformance.__file__).parent.resolve()
     found = []
-    for path in sorted(root.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for path, nodes in walked(root):
+        for node in nodes:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 size = (node.end_lineno or node.lineno) - node.lineno + 1
                 found.append((size, f"{path.relative_to(root)}:{node.name}"))

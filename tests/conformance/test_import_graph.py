@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections.abc import Iterable
 from pathlib import Path
+
+from package_ast import walked
 
 PACKAGE = Path(__file__).resolve().parents[2] / "conformance" / "kvoffload" / "conformance"
 PREFIX = "kvoffload.conformance"
@@ -19,12 +22,13 @@ def module_name(path: Path) -> str:
     return ".".join((PREFIX, *parts))
 
 
-def imports_of(path: Path, modules: set[str]) -> set[str]:
-    """The package's modules ``path`` imports, anywhere in it."""
+def imports_of(path: Path, modules: set[str], nodes: Iterable[ast.AST]) -> set[str]:
+    """The package's modules ``path`` imports, anywhere in it (``nodes``: every node of
+    its tree)."""
     here = module_name(path)
     package = here if path.name == "__init__.py" else here.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in nodes:
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -41,11 +45,11 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
 
 @functools.cache
 def import_graph() -> dict[str, set[str]]:
-    """Read once per session (parsing every module is about 0.3 s of CPU); the tests
-    only read it."""
-    paths = sorted(PACKAGE.rglob("*.py"))
-    modules = {module_name(p) for p in paths}
-    return {module_name(p): imports_of(p, modules) for p in paths}
+    """Read once per session from the trees :func:`package_ast.walked` parsed (once for
+    test_function_length.py too); the tests only read it."""
+    trees = walked(PACKAGE)
+    modules = {module_name(p) for p, _ in trees}
+    return {module_name(p): imports_of(p, modules, nodes) for p, nodes in trees}
 
 
 def in_a_cycle(graph: dict[str, set[str]], start: str) -> list[str] | None:

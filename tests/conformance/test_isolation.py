@@ -91,8 +91,32 @@ def test_os_exit_at_import_is_a_load_error(tmp_path: Path) -> None:
     assert "could not be made" in run.stderr  # the host ended while loading the target
 
 
-def test_a_call_that_swallows_every_timeout_ends_the_run_as_liveness(tmp_path: Path) -> None:
-    run = _check(tmp_path, """
+def _check_here(tmp_path: Path, source: str, capfd: pytest.CaptureFixture[str],
+                *options: str) -> subprocess.CompletedProcess[str]:
+    """:func:`_check`'s run with the judge in this process (``main`` is what ``kvoffload
+    check`` runs; its value, the exit status) and its hosts forks of one host zygote
+    (``python_hosts``, tests/conftest.py): for a test whose subject is what the target
+    does in its host, not the judge's process or a host's start (test_host.py)."""
+    from kvoffload.conformance.cli import main
+
+    path = tmp_path / "target.py"
+    path.write_text(textwrap.dedent(source))
+    argv = ["check", f"{path}:Target", "--max-examples", "40", "--seed", "5",
+            "--no-database", "--quiet", "--report-dir", str(tmp_path / "r"), *options]
+    capfd.readouterr()
+    status = main(argv)
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(argv, status, out, err)
+
+
+@pytest.mark.usefixtures("python_hosts")
+def test_a_call_that_swallows_every_timeout_ends_the_run_as_liveness(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Each replay of the shrink starts a host, which times out: the judge here and its
+    hosts forked (:func:`_check_here`), a third of the CPU of a judge of its own and
+    hosts started anew."""
+    run = _check_here(tmp_path, """
         import time
         from kvoffload.impl import OffloadManager
         class Target(OffloadManager):
@@ -102,7 +126,7 @@ def test_a_call_that_swallows_every_timeout_ends_the_run_as_liveness(tmp_path: P
                         time.sleep(100)
                     except BaseException:
                         pass
-    """, "--call-timeout", "0.3")
+    """, capfd, "--call-timeout", "0.3")
     assert run.returncode == 1, run.stderr
     assert "property 'liveness' violated" in run.stdout
     # The judge times the call and ends the host (was: the in-process watchdog's

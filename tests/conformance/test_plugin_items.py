@@ -18,9 +18,15 @@ pytest_plugins = ["pytester"]
 
 MUTANT = "kvoffload.conformance.selftest.mutants:LookupPendingAsMiss"
 REFERENCE = "kvoffload.impl:OffloadManager"
-BUDGET = ("--kvoffload-max-examples=12", "--kvoffload-steps=40", "--kvoffload-no-database",
+BUDGET = ("--kvoffload-max-examples=4", "--kvoffload-steps=20", "--kvoffload-no-database",
           "--kvoffload-seed=3")
+"""Items, ids, selection and reruns are the subject, not what a check finds: a budget on
+which the reference passes and the mutant fails (at seed 3), a third of the CPU of an
+inner session's checks at 12 x 40."""
 TWO = (f"--kvoffload-target={REFERENCE}", f"--kvoffload-target={MUTANT}", *BUDGET)
+SHARDED = (f"--kvoffload-target={REFERENCE}", f"--kvoffload-target={MUTANT}",
+           "--kvoffload-max-examples=12", "--kvoffload-steps=40", *BUDGET[2:])
+"""For two shards of each target: at 12 x 40 each of the mutant's shards fails."""
 OTHER_PLUGINS_OFF = ("-p", "no:benchmark", "-p", "no:anyio")
 """For xdist's runs: plugins of this environment that the kvoffload plugin does not
 touch, not loaded by the run's workers, processes of their own (about 0.35 s of CPU a
@@ -117,11 +123,15 @@ def test_stepwise_stops_at_the_failed_target_and_resumes_there(
     again.assert_outcomes(failed=1, deselected=2)
 
 
+@pytest.mark.wide
 def test_xdist_loadgroup_runs_every_item(project: pytest.Pytester) -> None:
-    # --dist loadscope: test_plugin_shards.py's shards test runs under it. The controlling
-    # session runs in this process (see inprocess_suite), its two workers in their own.
+    """In the wide tier: the default tier's run under xdist is test_plugin_shards.py's
+    shards test under --dist loadgroup (the same two targets in two shards each, over
+    two workers, every item's outcome asserted, the merge too); under loadscope, its
+    wide instance. The controlling session runs in this process (see inprocess_suite),
+    its two workers in their own."""
     pytest.importorskip("xdist")
-    result = project.runpytest(*TWO, "--kvoffload-shards=2", "-n", "2",
+    result = project.runpytest(*SHARDED, "--kvoffload-shards=2", "-n", "2",
                                "--dist", "loadgroup", "-p", "no:cacheprovider",
                                *OTHER_PLUGINS_OFF)
     result.assert_outcomes(passed=3, failed=2)

@@ -50,16 +50,22 @@ def test_reproducers_name_a_file_target_by_its_absolute_path(pytester: pytest.Py
     assert f"TARGET = '{pytester.path / 'mine.py'}:Manager'" in reproducer.read_text()
 
 
+@pytest.mark.parametrize("dist", ["loadgroup", pytest.param("loadscope", marks=pytest.mark.wide)])
 def test_shards_split_the_budget_with_disjoint_seeds_and_merge_per_target(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, dist: str
 ) -> None:
+    """Under two of xdist's --dist modes: loadgroup spreads the items over both workers
+    (the merge gathers shards run in two processes); loadscope gives them all to one (the
+    items share their file's scope), in the wide tier. Each mode's scheduling is xdist's;
+    what the plugin does (the same items collected in each worker, outcomes sent to the
+    controlling session, merged there) is the same."""
     pytest.importorskip("xdist")
     # The controlling session (which merges the shards) in this process, as every other
     # inner run here (see inprocess_suite); its two workers are processes of their own.
     result = pytester.runpytest(
         f"--kvoffload-target={REFERENCE}", f"--kvoffload-target={MUTANT}",
         "--kvoffload-shards=2", "--kvoffload-seed=10", *BUDGET,
-        "--kvoffload-junit=junit.xml", "-n", "2", "--dist", "loadscope",
+        "--kvoffload-junit=junit.xml", "-n", "2", "--dist", dist,
         "-p", "no:cacheprovider", *OTHER_PLUGINS_OFF)
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines([f"*kvoffload[[]{MUTANT}#shard2of2[]]*"])
