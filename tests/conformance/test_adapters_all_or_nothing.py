@@ -41,6 +41,7 @@ from kvoffload.conformance.target.native import NativeAdapter
 from kvoffload.conformance.target.targets import prepare
 from kvoffload.impl import OffloadManager
 from kvoffload.spec import Call, MisuseError, Op, StoreRejected, apply, initial_state, replay
+from zygote import import_lmcache_here
 
 CAPACITY = 4
 
@@ -175,6 +176,7 @@ def lmcache_disk_state(backend: Any) -> object:
 
 
 def lmcache_engine(backend: str) -> Engine:
+    import_lmcache_here()
     config = CheckConfig(adapter=f"lmcache-{backend}")
     adapter: Any = prepare("lmcache==0.5.6", config).make_adapter(CAPACITY)
     read = lmcache_cpu_state if backend == "cpu" else lmcache_disk_state

@@ -1,0 +1,89 @@
+"""LMCache imported without importing transformers, which it takes names from but never
+calls on the paths the tests run.
+
+LMCache 0.5.6's storage backends import its CacheGen serde (``from transformers import
+AutoConfig``, in two modules), which only its remote backends' CacheGen codec calls
+(``CacheGenConfig.from_model_name``, for a model it does not know). Importing
+transformers 5 is most of LMCache's import: about 1.35 s of CPU of 2.3 s (torch already
+imported; it scans its ``models`` folder, over 3,000 files, to build its lazy module),
+paid once by the tests' process and once by the LMCache zygote (tests/zygote.py).
+
+:func:`deferred` imports LMCache with a stand-in for ``transformers`` in ``sys.modules``
+for the time of the imports only: a module with nothing but the names given, each a
+:class:`Deferred` that imports the real transformers at its first use (an attribute or
+a call) and hands that on, so a use, if any, behaves as with the real one. Once the
+imports are done the stand-in is gone from ``sys.modules`` (an ``import transformers``
+afterwards gets the real module). Checked against LMCache 0.5.6 and transformers 5.25:
+the imports bring in exactly the modules they bring in without the stand-in, less those
+that ``import transformers`` alone brings in (test_deferred_import.py), so no import-time
+branch of LMCache or torch took another way.
+
+Standard library only: the zygote's server (``python -c``, no ``PYTHONPATH``) runs this
+module's source as its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+import types
+from collections.abc import Iterator
+from typing import Any
+
+DEFERRED = {"transformers": ("AutoConfig", "AutoTokenizer")}
+"""The module LMCache's import takes names from without using them, and those names."""
+
+
+class Deferred:
+    """``getattr(module, name)``, imported at its first use."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self._where = (module, name)
+
+    def _target(self) -> Any:
+        module, name = self._where
+        if getattr(sys.modules.get(module), "__deferred__", False):  # used while importing
+            del sys.modules[module]
+        return getattr(importlib.import_module(module), name)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__") or attr == "_where":  # not a use: copy, pickle, inspect
+            raise AttributeError(attr)
+        return getattr(self._target(), attr)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._target()(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def deferred(modules: dict[str, tuple[str, ...]]) -> Iterator[None]:
+    """Imports made inside take each module of ``modules`` (not imported yet) as a
+    stand-in holding only its listed names, each a :class:`Deferred`."""
+    stand_ins = {}
+    for module, names in modules.items():
+        if module in sys.modules:
+            continue
+        stand_in = types.ModuleType(module)
+        stand_in.__deferred__ = True  # type: ignore[attr-defined]  # marks the stand-in
+
+        def named(name: str, module: str = module, names: tuple[str, ...] = names) -> Deferred:
+            if name in names:
+                return Deferred(module, name)
+            raise AttributeError(f"module {module!r} (deferred) has no attribute {name!r}")
+
+        stand_in.__getattr__ = named  # type: ignore[method-assign]  # a module's own
+        sys.modules[module] = stand_ins[module] = stand_in
+    try:
+        yield
+    finally:
+        for module, stand_in in stand_ins.items():
+            if sys.modules.get(module) is stand_in:
+                del sys.modules[module]
+
+
+def import_deferring(names: list[str] | tuple[str, ...]) -> None:
+    """Import ``names`` in order, :data:`DEFERRED` deferred."""
+    with deferred(DEFERRED):
+        for name in names:
+            importlib.import_module(name)

@@ -1,0 +1,115 @@
+"""tests/deferred_import.py: names taken from a module at import, the module imported at
+their first use; with LMCache, nothing else imported otherwise."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deferred_import import DEFERRED, Deferred, deferred
+
+PACKAGE = """
+import sys
+LOADED = sys.modules.setdefault("loaded_count", [])
+LOADED.append(1)
+
+class Thing:
+    size = 3
+
+    def __init__(self, value):
+        self.value = value
+"""
+
+
+@pytest.fixture
+def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """``heavy`` (counts its imports) and ``user`` (``from heavy import Thing``)."""
+    (tmp_path / "heavy.py").write_text(PACKAGE)
+    (tmp_path / "user.py").write_text("from heavy import Thing\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    for name in ("heavy", "user", "loaded_count"):
+        sys.modules.pop(name, None)
+
+
+@pytest.mark.usefixtures("package")
+def test_a_deferred_name_imports_its_module_at_its_first_use() -> None:
+    with deferred({"heavy": ("Thing",)}):
+        import user  # type: ignore[import-not-found]
+    assert "heavy" not in sys.modules  # the stand-in is gone, and nothing imported it
+    assert isinstance(user.Thing, Deferred)
+    assert user.Thing.size == 3  # a use: the real module, imported now
+    assert sys.modules["loaded_count"] == [1]
+    assert user.Thing(5).value == 5
+    import heavy  # type: ignore[import-not-found]
+
+    assert isinstance(user.Thing(1), heavy.Thing)
+    assert sys.modules["loaded_count"] == [1]  # once
+
+
+@pytest.mark.usefixtures("package")
+def test_only_the_names_given_are_deferred() -> None:
+    with deferred({"heavy": ("Other",)}), pytest.raises(ImportError):
+        import user  # noqa: F401
+    assert "heavy" not in sys.modules
+    with deferred({"heavy": ("Thing",)}):
+        stand_in = sys.modules["heavy"]
+        assert not hasattr(stand_in, "__file__")  # what inspect and torch ask of every module
+        assert not hasattr(Deferred("heavy", "Thing"), "__wrapped__")
+    assert "loaded_count" not in sys.modules
+
+
+@pytest.mark.usefixtures("package")
+def test_a_module_imported_already_is_not_replaced() -> None:
+    import heavy
+
+    with deferred({"heavy": ("Thing",)}):
+        import user
+    assert user.Thing is heavy.Thing
+
+
+IMPORTS = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+import torch
+before = set(sys.modules)
+if sys.argv[1] == "transformers":
+    import transformers
+    from transformers import {names}
+elif sys.argv[1] == "deferred":
+    from zygote import import_lmcache_here
+    import_lmcache_here()
+else:
+    from zygote import PRELOADED
+    for name in (*PRELOADED, "lmcache.v1.storage_backend.local_disk_backend"):
+        __import__(name)
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+@pytest.mark.wide
+@pytest.mark.lmcache
+def test_lmcache_imports_what_it_imports_without_the_stand_in_but_transformers() -> None:
+    """LMCache's import with transformers deferred brings in exactly the modules its
+    plain import does, less those ``import transformers`` alone brings in: no import-time
+    branch of LMCache or torch went another way for the stand-in. (Three interpreters
+    importing torch and LMCache: in the wide tier; the default tier's LMCache tests run
+    on the deferred import.)"""
+    tests = str(Path(__file__).resolve().parent)
+    source = IMPORTS.format(names=", ".join(DEFERRED["transformers"]))
+
+    def imported(how: str) -> set[str]:
+        done = subprocess.run([sys.executable, "-c", source, how, tests], capture_output=True,
+                              text=True, timeout=300, check=True)
+        return set(json.loads(done.stdout.splitlines()[-1]))
+
+    plain, lazy, alone = imported("plain"), imported("deferred"), imported("transformers")
+    assert "transformers" in plain
+    assert lazy <= plain
+    assert plain - lazy <= alone
+    assert not {name for name in lazy if name.split(".")[0] == "transformers"}
