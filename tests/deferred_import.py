@@ -1,22 +1,27 @@
-"""LMCache imported without importing transformers, which it takes names from but never
-calls on the paths the tests run.
+"""LMCache imported without importing transformers and aiohttp, which it takes names from
+but never calls on the paths the tests run.
 
 LMCache 0.5.6's storage backends import its CacheGen serde (``from transformers import
 AutoConfig``, in two modules), which only its remote backends' CacheGen codec calls
-(``CacheGenConfig.from_model_name``, for a model it does not know). Importing
-transformers 5 is most of LMCache's import: about 1.35 s of CPU of 2.3 s (torch already
-imported; it scans its ``models`` folder, over 3,000 files, to build its lazy module),
-paid once by the tests' process and once by the LMCache zygote (tests/zygote.py).
+(``CacheGenConfig.from_model_name``, for a model it does not know); its usage telemetry
+imports ``lmcache.connections`` (``import aiohttp``, for ``aiohttp.ClientSession``, in an
+annotation and in a coroutine that opens an asynchronous HTTP client). Importing
+transformers 5 was about 1.35 s of CPU of LMCache's 2.3 s (torch already imported; it
+scans its ``models`` folder, over 3,000 files, to build its lazy module), aiohttp (40
+modules) about 0.2 s, paid once by the tests' process and once by the LMCache zygote
+(tests/zygote.py).
 
-:func:`deferred` imports LMCache with a stand-in for ``transformers`` in ``sys.modules``
-for the time of the imports only: a module with nothing but the names given, each a
-:class:`Deferred` that imports the real transformers at its first use (an attribute or
-a call) and hands that on, so a use, if any, behaves as with the real one. Once the
-imports are done the stand-in is gone from ``sys.modules`` (an ``import transformers``
-afterwards gets the real module). Checked against LMCache 0.5.6 and transformers 5.25:
-the imports bring in exactly the modules they bring in without the stand-in, less those
-that ``import transformers`` alone brings in (test_deferred_import.py), so no import-time
-branch of LMCache or torch took another way.
+:func:`deferred` imports LMCache with a stand-in for each in ``sys.modules`` for the time
+of the imports only: a module with nothing but the names given, each a
+:class:`Deferred` that imports the real module at its first use (an attribute or a
+call) and hands that on, so a use, if any, behaves as with the real one. Once the
+imports are done the stand-ins are gone from ``sys.modules`` (an ``import transformers``
+afterwards gets the real module; ``lmcache.connections`` keeps its stand-in as its
+``aiohttp``, whose ``ClientSession`` imports the real one). Checked against LMCache
+0.5.6, transformers 5.25 and aiohttp 3: the imports bring in exactly the modules they
+bring in without the stand-ins, less those that importing the deferred modules alone
+brings in (test_deferred_import.py), so no import-time branch of LMCache or torch took
+another way.
 
 Standard library only: the zygote's server (``python -c``, no ``PYTHONPATH``) runs this
 module's source as its own.
@@ -31,8 +36,8 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-DEFERRED = {"transformers": ("AutoConfig", "AutoTokenizer")}
-"""The module LMCache's import takes names from without using them, and those names."""
+DEFERRED = {"transformers": ("AutoConfig", "AutoTokenizer"), "aiohttp": ("ClientSession",)}
+"""The modules LMCache's import takes names from without using them, and those names."""
 
 
 class Deferred:
