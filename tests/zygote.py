@@ -22,8 +22,8 @@ What the zygote may have imported before a fork: the standard library it needs i
 (:mod:`gc`, :mod:`json`, :mod:`os`, :mod:`sys`, :mod:`threading`, and what
 :mod:`deferred_import`, whose source it runs, imports; :mod:`runpy` in the child, and
 :mod:`tempfile` where the run is given a ``TMPDIR``) and :data:`PRELOADED` with what they
-import, but for transformers and aiohttp: LMCache takes three names from them and calls
-none on the paths its reproducers run, and importing them was about 1.55 s of the
+import, but for transformers, aiohttp and numba: LMCache takes four names from them and
+calls none on the paths its reproducers run, and importing them was about 1.8 s of the
 zygote's CPU, so the zygote imports LMCache with those names deferred
 (:mod:`deferred_import`: each imports its module at its first use, and a script's own
 ``import transformers`` gets the real module). What it may not: anything of kvoffload. Before
@@ -74,9 +74,10 @@ PRELOADED = (
 
 def import_lmcache_here() -> None:
     """LMCache imported into this process as the zygote imports it (:data:`PRELOADED`
-    and the disk backend, transformers and aiohttp deferred: :mod:`deferred_import`),
-    for the tests that run LMCache in the tests' own process: called before their first
-    use of it, it spares that process their imports (about 1.55 s of CPU). Where LMCache is
+    and the disk backend, transformers, aiohttp and numba deferred:
+    :mod:`deferred_import`), for the tests that run LMCache in the tests' own process:
+    called before their first use of it, it spares that process their imports (about
+    1.8 s of CPU). Where LMCache is
     imported already, it imports nothing. LMCache's loggers take their level at its
     import: as the suite's loader imports it (``LMCACHE_LOG_LEVEL`` ERROR unless set)."""
     os.environ.setdefault("LMCACHE_LOG_LEVEL", "ERROR")  # as lmcache_loader.lmcache_factory

@@ -24,8 +24,8 @@ pytestmark = pytest.mark.lmcache
 
 @pytest.fixture(autouse=True)
 def lmcache_imported(_lmcache_installed: None) -> None:
-    """LMCache in this process, transformers and aiohttp deferred (tests/zygote.py),
-    once LMCache is known to be installed."""
+    """LMCache in this process, the modules it never uses here deferred
+    (tests/zygote.py), once LMCache is known to be installed."""
     import_lmcache_here()
 
 
