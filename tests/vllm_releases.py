@@ -10,7 +10,6 @@ green CI run never hides a missing install. Releases from 0.21 on import torch.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import os
 from types import ModuleType
@@ -75,32 +74,3 @@ def types_of(release: VllmRelease) -> VllmTypes:
 def req_context(release: VllmRelease) -> Any:
     context = release.base().ReqContext
     return context(req_id="r") if "req_id" in inspect.signature(context).parameters else context()
-
-
-@functools.cache
-def _engine_cases() -> dict[str, dict[str, Any]]:
-    """The corpus's engines cases by name, made once per process (each is only read)."""
-    from kvoffload.conformance.corpus.corpus import engine_cases
-
-    return {c["name"]: c for c in engine_cases()}
-
-
-def replay_recorded(entry: dict[str, Any]) -> str:
-    """Replay one of docs/engines.md's recorded counterexamples (an entry of
-    ``corpus_engines.json``) as its corpus case, against its own release under its run's
-    options, judged by ``kvoffload corpus replay``'s lockstep: ``"failed"``,
-    ``"passed"``, or ``"skipped"`` where the case does not apply to those options."""
-    from kvoffload.conformance.config import CheckConfig
-    from kvoffload.conformance.corpus.corpus_replay import applies, replay_case
-    from kvoffload.conformance.target.targets import prepare
-
-    config = CheckConfig.from_options(profile=entry["profile"], policy=entry["policy"],
-                                      level=entry["level"], assume=entry["assume"])
-    case = _engine_cases()[f"engines-{entry['name']}"]
-    prepared = prepare(f"vllm=={entry['release']}", config)
-    if applies(case, config, prepared.capabilities) is not None:
-        return "skipped"
-    found = replay_case(case, prepared.make_adapter, config)
-    if isinstance(found, str):
-        return "skipped"
-    return "passed" if found is None else "failed"

@@ -19,9 +19,14 @@ forks a child that is what ``python script.py`` would be once those imports are 
   then the child ends by :func:`os._exit`, as :mod:`multiprocessing`'s forked children do.
 
 What the zygote may have imported before a fork: the standard library it needs itself
-(:mod:`gc`, :mod:`json`, :mod:`os`, :mod:`sys`, :mod:`threading`; :mod:`runpy` in the child,
-and :mod:`tempfile` where the run is given a ``TMPDIR``)
-and :data:`PRELOADED` with what they import. What it may not: anything of kvoffload. Before
+(:mod:`gc`, :mod:`json`, :mod:`os`, :mod:`sys`, :mod:`threading`, and what
+:mod:`deferred_import`, whose source it runs, imports; :mod:`runpy` in the child, and
+:mod:`tempfile` where the run is given a ``TMPDIR``) and :data:`PRELOADED` with what they
+import, but for transformers, aiohttp and numba: LMCache takes four names from them and
+calls none on the paths its reproducers run, and importing them was about 1.8 s of the
+zygote's CPU, so the zygote imports LMCache with those names deferred
+(:mod:`deferred_import`: each imports its module at its first use, and a script's own
+``import transformers`` gets the real module). What it may not: anything of kvoffload. Before
 every fork it checks ``sys.modules`` for ``kvoffload`` and that no Python thread but its own
 runs (a fork copies only the calling thread); either refuses the run (:class:`ZygoteError`).
 One native thread does run: the idle worker of OpenBLAS (numpy's, which torch imports), whose
@@ -54,6 +59,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from deferred_import import import_deferring
+
 PRELOADED = (
     "torch",
     "lmcache.utils",
@@ -64,7 +71,19 @@ PRELOADED = (
 )
 """Imported once by the zygote: what every LMCache reproducer imports (docs/reproducers)."""
 
-_SERVER = r'''
+
+def import_lmcache_here() -> None:
+    """LMCache imported into this process as the zygote imports it (:data:`PRELOADED`
+    and the disk backend, transformers, aiohttp and numba deferred:
+    :mod:`deferred_import`), for the tests that run LMCache in the tests' own process:
+    called before their first use of it, it spares that process their imports (about
+    1.8 s of CPU). Where LMCache is
+    imported already, it imports nothing. LMCache's loggers take their level at its
+    import: as the suite's loader imports it (``LMCACHE_LOG_LEVEL`` ERROR unless set)."""
+    os.environ.setdefault("LMCACHE_LOG_LEVEL", "ERROR")  # as lmcache_loader.lmcache_factory
+    import_deferring((*PRELOADED, "lmcache.v1.storage_backend.local_disk_backend"))
+
+_SERVER = (Path(__file__).with_name("deferred_import.py").read_text() + r'''
 import gc, json, os, sys, threading
 
 
@@ -153,11 +172,10 @@ def run(script):
     os._exit(status)
 
 
-for name in json.loads(sys.argv[1]):
-    __import__(name)
+import_deferring(json.loads(sys.argv[1]))
 gc.freeze()
 run(become(serve(os.fdopen(int(sys.argv[2]), "w", buffering=1))))
-'''
+''')
 
 
 class ZygoteError(Exception):

@@ -15,6 +15,7 @@ from kvoffload.spec import Call, Op
 from vllm_releases import vllm_target
 
 
+@pytest.mark.usefixtures("python_hosts")  # the recording host forked, the script run fresh
 def test_pr41795_lookup_of_a_block_being_stored_is_reproduced_by_vllm_alone(
     pytestconfig: pytest.Config,
 ) -> None:

@@ -17,8 +17,17 @@ from kvoffload.conformance.config import CheckConfig, Level, Profile
 from kvoffload.conformance.errors import PropertyViolation
 from kvoffload.conformance.reproduce import reproduce
 from kvoffload.spec import Call, Op
+from zygote import import_lmcache_here
 
 pytestmark = pytest.mark.lmcache
+
+
+@pytest.fixture(autouse=True)
+def lmcache_imported(_lmcache_installed: None) -> None:
+    """LMCache in this process, the modules it never uses here deferred
+    (tests/zygote.py), once LMCache is known to be installed."""
+    import_lmcache_here()
+
 
 TARGET = "lmcache==0.5.6"
 CPU_FIT = ("no-reset-in-flight", "no-store-while-storing")

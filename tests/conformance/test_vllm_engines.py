@@ -23,7 +23,8 @@ from kvoffload.conformance.corpus.corpus import engine_cases, engines_data
 from kvoffload.conformance.corpus.corpus_replay import applies, replay_case
 from kvoffload.conformance.errors import PropertyViolation
 from kvoffload.conformance.target.targets import prepare
-from vllm_releases import VLLM_ASSUMPTIONS, replay_recorded, vllm_target
+from vllm_releases import VLLM_ASSUMPTIONS, vllm_target
+from vllm_replay import replay_recorded
 
 
 def vllm_config(profile: Profile = Profile.STRICT, dropped: str | None = None,
@@ -120,7 +121,7 @@ OPTIMIZED = [e for e in engines_data()["counterexamples"]
 REPLAY = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, sys.argv[2])
-    from vllm_releases import replay_recorded
+    from vllm_replay import replay_recorded  # not vllm_releases: it imports pytest
     results = {"optimize": sys.flags.optimize}
     for entry in json.loads(sys.argv[1]):
         results[entry["name"]] = replay_recorded(entry)

@@ -95,6 +95,7 @@ def test_wide_tiers_only_with_a_trace() -> None:
         CheckConfig.from_options(trace="no/such/file")
 
 
+@pytest.mark.usefixtures("python_hosts")  # the host's hello is the subject, not its start
 def test_a_host_builds_a_tier_wider_than_a_random_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Regression: the host was told the run's capacity in its hello and judged it by a
