@@ -142,7 +142,9 @@ def explore(bounds: Bounds) -> tuple[list[CacheState], list[Step]]:
         for call in calls_from(state, bounds):
             step = take_step(state, call)
             steps.append(step)
-            if search.reach(i, call, step.after)[1]:
+            # two steps in three leave the state itself (a lookup, a misuse error): it
+            # is node i, found already, and needs no form
+            if step.after is not state and search.reach(i, call, step.after)[1]:
                 check_invariants(step.after)
     return search.nodes, steps
 
@@ -244,6 +246,8 @@ def concerns(step: Step, key: Key) -> bool:
     """Does ``step`` name ``key``, concern every key, or change ``key`` all the same?"""
     if key in step.call.keys or step.call.op in GLOBAL_OPS:
         return True
+    if step.after is step.before:  # the state itself: nothing of any key changed
+        return False
     return (step.before.table.get(key) != step.after.table.get(key)
             or running_copies(step.before, key) != running_copies(step.after, key))
 
@@ -315,11 +319,16 @@ def _copy_changes(step: Step, key: Key) -> tuple[tuple[CopyKind, CopyChange], ..
 
 def effect(step: Step, key: Key) -> Effect:
     """What ``step`` did to ``key``."""
+    before = key_phase(step.before, key)
+    if step.after is step.before:  # the state itself (two steps in three): nothing changed
+        return Effect(call_form(step, key), step.call.op, key in step.call.keys, before,
+                      before, _result(step, key),
+                      None if step.error is None else step.error.code, 0, (), False, False)
     return Effect(
         call=call_form(step, key),
         op=step.call.op,
         named=key in step.call.keys,
-        before=key_phase(step.before, key),
+        before=before,
         after=key_phase(step.after, key),
         result=_result(step, key),
         error_code=None if step.error is None else step.error.code,

@@ -158,6 +158,14 @@ minute or more: the slow tier reruns them. ``spec-lru+background-eviction`` and
 ``spec-lru+node-failure`` (about a second) stay in the default tier."""
 
 
+WIDE_TINY_ROWS = frozenset({"mutant:UnmatchedCompleteLoadAccepted+no-misuse"})
+"""TINY checks whose verdict and row the default test tier leaves to the wide one
+(``pytest -m wide``, which CI runs after it): a mutant an assumption hides, in vLLM's form,
+whose kind the default tier still checks (``mutant:LoadOfStoringMarksReady+no-misuse``
+hides a mutant behind no-misuse, ``mutant:CompleteLoadCountsDuplicates+unique-keys`` one
+in vLLM's form, through the nodes of ``spec-vllm-form+no-stale-completions``)."""
+
+
 def laws_only(check: Check) -> Check:
     """``check`` with the comparison switched off: only the spec's second statement counts
     (its laws on every call, its invariants in every node; no comparison with the spec's

@@ -108,14 +108,21 @@ UNISSUED = 10**9
 the spec named with a ticket it issued no plan for) are sent as ``UNISSUED + ticket``."""
 
 
+_UNSEEN = object()
+"""``compare(before=...)`` left out: the manager's view is read before the call."""
+
+
 def compare(state: CacheState, manager: NativeManager, call: Call,
-            tickets: dict[int, int]) -> tuple[CacheState | None, str | None]:
+            tickets: dict[int, int], before: object = _UNSEEN
+            ) -> tuple[CacheState | None, str | None]:
     """Make ``call`` on both; the spec's next state, or the disagreement in words.
 
     The manager may issue any fresh tickets: ``tickets`` maps the spec's to the
     manager's, one to one, and is extended by each plan (as the suite maps slots).
+    ``before``: the manager's view before the call, if the caller read it already.
     """
-    before = _view(manager)
+    if before is _UNSEEN:
+        before = _view(manager)
     sent = call if call.ticket is None else replace(
         call, ticket=tickets.get(call.ticket, UNISSUED + call.ticket))
     try:
@@ -208,9 +215,14 @@ def refine(bounds: Bounds, policy: Policy, form: Form, factory: Factory = refere
         if not actions:
             continue
         copies = _copier(driven)  # a pickle of the manager: only for a node with calls
+        before: object = _UNSEEN
         for action in actions:
             manager, tickets = copies(), dict(driven_tickets)
-            _, problem = compare(state, manager, action.call, tickets)
+            if before is _UNSEEN:
+                # every copy is made from the same pickle (or deep copy) of one manager:
+                # their views before a call are the same, read on the first
+                before = _view(manager)
+            _, problem = compare(state, manager, action.call, tickets, before)
             comparisons += 1
             if problem is not None:
                 return result(Divergence((*trace, action), problem))

@@ -23,6 +23,7 @@ from proofs.modelcheck.bounds import PRESETS, Bounds  # noqa: E402 - after the r
 from proofs.modelcheck.checks import (  # noqa: E402 - after the root goes on sys.path
     CHECKS,
     CHECKS_BY_NAME,
+    WIDE_TINY_ROWS,
     Check,
     laws_only,
 )
@@ -63,8 +64,9 @@ def _explore_once(name: str, preset: str, alone: bool) -> Result:
     keep = not alone and name + LIVENESS_TWIN in CHECKS_BY_NAME
     setup, bounds = _setup(check, alone), PRESETS[preset]
     family = family_of(setup, bounds)
-    members = _FAMILIES.setdefault((family, preset, alone), {
-        c.name for c in CHECKS if preset in c.presets
+    wide = name in WIDE_TINY_ROWS  # the tier of the tests that read the check
+    members = _FAMILIES.setdefault((family, preset, alone, wide), {
+        c.name for c in CHECKS if preset in c.presets and (c.name in WIDE_TINY_ROWS) == wide
         and family_of(_setup(c, alone), bounds) == family})
     shared = _SHARED.get(family)
     if shared is None and len(members) > 1:  # the first of several searches of the family
@@ -81,8 +83,11 @@ def _setup(check: Check, alone: bool) -> Setup:
     return (laws_only(check) if alone else check).setup
 
 
-_FAMILIES: dict[tuple[Hashable, str, bool], set[str]] = {}
-"""Per family of setups (:func:`family_of`), preset and mode, the checks not yet explored."""
+_FAMILIES: dict[tuple[Hashable, str, bool, bool], set[str]] = {}
+"""Per family of setups (:func:`family_of`), preset, mode and tier (the wide one or the
+default one), the checks not yet explored. A family's searches share within one tier:
+a tier makes none of the other's, so a family that counted them would keep what it
+shared to the end of the session."""
 _SHARED: dict[Hashable, Shared] = {}
 """What the searches of one family share (:class:`Shared`: the three TINY spec-arc checks
 make the same 430,740 calls), kept until the family's last check was explored."""

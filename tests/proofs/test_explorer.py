@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 from proofs.modelcheck import explorer
 from proofs.modelcheck.bounds import TINY, Bounds
-from proofs.modelcheck.checks import CHECKS, CHECKS_BY_NAME
+from proofs.modelcheck.checks import CHECKS, CHECKS_BY_NAME, WIDE_TINY_ROWS
 from proofs.modelcheck.environment import Environment
 from proofs.modelcheck.explorer import (
     Result,
@@ -41,7 +41,8 @@ RunCheck = Callable[..., Result]
 """The ``run_check`` fixture of conftest.py."""
 
 
-TINY_CHECKS = [c.name for c in CHECKS if "tiny" in c.presets]
+TINY_CHECKS = [pytest.param(c.name, id=c.name, marks=[pytest.mark.wide] if c.name in
+                             WIDE_TINY_ROWS else []) for c in CHECKS if "tiny" in c.presets]
 VIOLATED = [c.name for c in CHECKS if "tiny" in c.presets and c.expect == "violated"]
 
 

@@ -13,7 +13,13 @@ from collections.abc import Callable
 import pytest
 from proofs.modelcheck import cli, table
 from proofs.modelcheck.bounds import PRESETS, TINY
-from proofs.modelcheck.checks import CHECKS_BY_NAME, LAWS_ROWS, SLOW_LAWS_ROWS, SLOW_TINY_ROWS
+from proofs.modelcheck.checks import (
+    CHECKS_BY_NAME,
+    LAWS_ROWS,
+    SLOW_LAWS_ROWS,
+    SLOW_TINY_ROWS,
+    WIDE_TINY_ROWS,
+)
 from proofs.modelcheck.explorer import Result
 from proofs.modelcheck.mutants import MUTANTS
 
@@ -77,7 +83,9 @@ def test_every_mutant_is_recorded_caught_twice() -> None:
 
 def _tiny_param(row: table.Row) -> object:
     slow = (_alone(row) and _name(row) in SLOW_LAWS_ROWS) or _name(row) in SLOW_TINY_ROWS
-    return pytest.param(row, marks=[pytest.mark.slow] if slow else [],
+    wide = not slow and _name(row) in WIDE_TINY_ROWS
+    return pytest.param(row, marks=[pytest.mark.slow] if slow else [pytest.mark.wide] if wide
+                        else [],
                         id=_name(row) + (" --laws-only" if _alone(row) else ""))
 
 

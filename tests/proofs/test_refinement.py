@@ -13,7 +13,9 @@ from kvoffload.impl import OffloadManager
 from kvoffload.spec import (
     NO_STALE_COMPLETIONS,
     Completion,
+    LoadPlan,
     LookupResult,
+    NotReadable,
     Policy,
     UnmatchedCompleteLoad,
 )
@@ -38,6 +40,15 @@ class _SwallowsUnmatched(OffloadManager):
             return super().complete_load(keys, ticket)
         except UnmatchedCompleteLoad:
             return Completion()
+
+
+class _ResetsOnMisuse(OffloadManager):
+    def prepare_load(self, keys: Iterable[object]) -> LoadPlan:
+        try:
+            return super().prepare_load(keys)
+        except NotReadable:
+            self.reset_cache()  # raises as the spec does, but no longer as it was
+            raise
 
 
 class _Unpicklable(OffloadManager):
@@ -95,6 +106,15 @@ def test_a_planted_missing_error_is_found() -> None:
     assert result.divergence is not None
     assert [str(a) for a in result.divergence.trace] == ["complete_load(['a'])"]
     assert "UnmatchedCompleteLoad" in result.divergence.problem
+
+
+def test_a_misuse_error_that_changes_the_manager_is_found() -> None:
+    """The right error is not enough: a call that raises must leave the manager as it
+    was (its view before the call is read once per node, on the first copy)."""
+    result = refine(ONE_KEY, Policy.LRU, Form.TICKET, _factory(_ResetsOnMisuse))
+    assert result.divergence is not None
+    assert [str(a) for a in result.divergence.trace] == ["prepare_load(['a'])"]
+    assert result.divergence.problem.endswith("but its state changed")
 
 
 def test_a_manager_that_cannot_be_pickled_is_deep_copied() -> None:

@@ -4,6 +4,14 @@ Checked on every node the unreduced search reaches, against the brute-force form
 least encoding over every permutation of keys and slots): one fast form per class and
 one class per fast form, and the reduced search finds exactly as many states as the
 unreduced one reaches classes (nothing is missed, call reduction included).
+
+The default tier checks two setups: vLLM's form with its stale reports (jobs on free
+slots and keys sharing a slot, so the exact form and every free-slot choice; finished
+jobs) and ARC (its four lists and ``p``). Between them they run every line of
+:mod:`~proofs.modelcheck.symmetry` and of the environment's calls but the node's
+failure; the other setups are in the wide tier. At TINY, rumur's exhaustive symmetry
+reduction keeps one state per class of LRU's model with and without the node's failure,
+and reaches as many as the reduced search (tests/proofs/test_rumur.py).
 """
 
 from __future__ import annotations
@@ -66,14 +74,17 @@ lru-ticket case does (1,892 of 2,114)."""
 
 
 @pytest.mark.parametrize(("setup", "bounds"), [
-    (Setup(SPEC, Form.TICKET, Policy.LRU, properties=frozenset()), TINY),
-    (Setup(SPEC, Form.VLLM, Policy.LRU, (NO_STALE_COMPLETIONS,), properties=frozenset()),
-     HOLD_BACK_BOUND),
+    pytest.param(Setup(SPEC, Form.TICKET, Policy.LRU, properties=frozenset()), TINY,
+                 marks=pytest.mark.wide),
+    pytest.param(Setup(SPEC, Form.VLLM, Policy.LRU, (NO_STALE_COMPLETIONS,),
+                       properties=frozenset()), HOLD_BACK_BOUND, marks=pytest.mark.wide),
     (Setup(SPEC, Form.VLLM, Policy.LRU, properties=frozenset()), STALE_BOUND),
     (Setup(SPEC, Form.TICKET, Policy.ARC, properties=frozenset()), ARC_BOUND),
-    (Setup(MUTANTS_BY_NAME["ResetFreesRunningSlots"].model, Form.TICKET, Policy.LRU,
-           properties=frozenset()), HOLD_BACK_BOUND),
-    (Setup(SPEC, Form.TICKET, Policy.LRU, properties=frozenset(), node_failure=True), TINY),
+    pytest.param(Setup(MUTANTS_BY_NAME["ResetFreesRunningSlots"].model, Form.TICKET,
+                       Policy.LRU, properties=frozenset()), HOLD_BACK_BOUND,
+                 marks=pytest.mark.wide),
+    pytest.param(Setup(SPEC, Form.TICKET, Policy.LRU, properties=frozenset(),
+                       node_failure=True), TINY, marks=pytest.mark.wide),
     pytest.param(Setup(SPEC, Form.VLLM, Policy.LRU, (NO_STALE_COMPLETIONS,),
                        properties=frozenset(), node_failure=True), HOLD_BACK_BOUND,
                  marks=pytest.mark.slow),

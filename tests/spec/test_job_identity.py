@@ -124,8 +124,11 @@ def run(data: st.DataObject, policy: Policy, ticket_form: bool, steps: int) -> N
         check_safety(state, jobs)
 
 
-DEFAULT_EXAMPLES, SLOW_EXAMPLES = 40, 100
-"""Random runs per test in the default tier, and in the slow tier's full-budget copies."""
+DEFAULT_EXAMPLES, FULL_EXAMPLES = 20, 100
+"""Random runs per test in the default tier, and in the wide tier's full-budget copies.
+Within TINY's bounds (one reset, one reader) the model checking of proofs/ makes every
+run: spec-lru and spec-arc (the ticket form, no assumption) and
+spec-vllm-form+no-stale-completions hold (tests/proofs/test_explorer.py)."""
 
 
 @settings(max_examples=DEFAULT_EXAMPLES, deadline=None)
@@ -140,8 +143,8 @@ def test_vllm_form_is_safe_under_no_stale_completions(data: st.DataObject, polic
     run(data, policy, ticket_form=False, steps=30)
 
 
-@pytest.mark.slow
-@settings(max_examples=SLOW_EXAMPLES, deadline=None)
+@pytest.mark.wide
+@settings(max_examples=FULL_EXAMPLES, deadline=None)
 @given(data=st.data(), policy=st.sampled_from(list(Policy)))
 def test_the_ticket_form_is_safe_with_no_assumption_full_budget(
     data: st.DataObject, policy: Policy
@@ -149,8 +152,8 @@ def test_the_ticket_form_is_safe_with_no_assumption_full_budget(
     run(data, policy, ticket_form=True, steps=30)
 
 
-@pytest.mark.slow
-@settings(max_examples=SLOW_EXAMPLES, deadline=None)
+@pytest.mark.wide
+@settings(max_examples=FULL_EXAMPLES, deadline=None)
 @given(data=st.data(), policy=st.sampled_from(list(Policy)))
 def test_vllm_form_is_safe_under_no_stale_completions_full_budget(
     data: st.DataObject, policy: Policy

@@ -51,15 +51,40 @@ def _answer(state: CacheState, call: Call, slots: tuple[int, ...] | None = None,
     return Step(state, call, out, after)
 
 
-@settings(max_examples=300, deadline=None)
-@given(policy=st.sampled_from(list(Policy)), capacity=st.integers(1, 4),
-       sequence=st.lists(spec_calls("abcde", max_keys=4, max_ticket=12), max_size=40),
-       data=st.data())
+DEFAULT_EXAMPLES, FULL_EXAMPLES = 100, 300
+"""Random sequences per test in the default tier, and in the wide tier's full-budget
+copies. The TINY laws-alone rows (tests/proofs/test_recorded.py) check every law on
+every call reachable within their bounds."""
+
+LAW_RUNS = {"policy": st.sampled_from(list(Policy)), "capacity": st.integers(1, 4),
+            "sequence": st.lists(spec_calls("abcde", max_keys=4, max_ticket=12), max_size=40),
+            "data": st.data()}
+VICTIM_RUNS = {"policy": st.sampled_from(list(Policy)), "capacity": st.integers(1, 3),
+               "sequence": st.lists(spec_calls("abcd", max_keys=3, max_ticket=8), max_size=30),
+               "data": st.data()}
+
+
+@settings(max_examples=DEFAULT_EXAMPLES, deadline=None)
+@given(**LAW_RUNS)
 def test_every_transition_satisfies_every_law(
     policy: Policy, capacity: int, sequence: list[Call], data: st.DataObject
 ) -> None:
     """On random reachable states, the spec's answer to any call breaks no law, whatever
     free slots a store is given."""
+    check_every_law(policy, capacity, sequence, data)
+
+
+@pytest.mark.wide
+@settings(max_examples=FULL_EXAMPLES, deadline=None)
+@given(**LAW_RUNS)
+def test_every_transition_satisfies_every_law_full_budget(
+    policy: Policy, capacity: int, sequence: list[Call], data: st.DataObject
+) -> None:
+    check_every_law(policy, capacity, sequence, data)
+
+
+def check_every_law(policy: Policy, capacity: int, sequence: list[Call],
+                    data: st.DataObject) -> None:
     state = initial_state(capacity, policy)
     for call in sequence:
         slots = None
@@ -74,15 +99,27 @@ def test_every_transition_satisfies_every_law(
         state = step.new
 
 
-@settings(max_examples=150, deadline=None)
-@given(policy=st.sampled_from(list(Policy)), capacity=st.integers(1, 3),
-       sequence=st.lists(spec_calls("abcd", max_keys=3, max_ticket=8), max_size=30),
-       data=st.data())
+@settings(max_examples=DEFAULT_EXAMPLES // 2, deadline=None)
+@given(**VICTIM_RUNS)
 def test_any_allowed_victim_satisfies_the_lifecycle_laws(
     policy: Policy, capacity: int, sequence: list[Call], data: st.DataObject
 ) -> None:
     """A caller's own choice of allowed victims breaks no lifecycle law (``--level
     any``); the policy laws are the ones that demand the exact victim."""
+    check_any_allowed_victim(policy, capacity, sequence, data)
+
+
+@pytest.mark.wide
+@settings(max_examples=FULL_EXAMPLES // 2, deadline=None)
+@given(**VICTIM_RUNS)
+def test_any_allowed_victim_satisfies_the_lifecycle_laws_full_budget(
+    policy: Policy, capacity: int, sequence: list[Call], data: st.DataObject
+) -> None:
+    check_any_allowed_victim(policy, capacity, sequence, data)
+
+
+def check_any_allowed_victim(policy: Policy, capacity: int, sequence: list[Call],
+                             data: st.DataObject) -> None:
     state = initial_state(capacity, policy)
     for call in sequence:
         victims = None

@@ -78,7 +78,7 @@ def arc_histories(draw: st.DrawFn) -> list[Call]:
 PAIRS = st.lists(KEYS, min_size=2, max_size=2, unique=True)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(history=arc_histories(), pair=PAIRS)
 def test_one_call_is_its_new_keys_as_requests_in_call_order(
     history: list[Call], pair: list[str]
@@ -87,7 +87,7 @@ def test_one_call_is_its_new_keys_as_requests_in_call_order(
     check_one_call_is_its_new_keys_as_requests(history, pair)
 
 
-@pytest.mark.slow
+@pytest.mark.wide
 @settings(max_examples=300, deadline=None)
 @given(history=arc_histories(), pair=PAIRS)
 def test_one_call_is_its_new_keys_as_requests_full_budget(

@@ -45,7 +45,7 @@ def _untagged(output: Output) -> Output:
 HISTORIES = st.lists(calls(), max_size=20)
 
 
-@settings(max_examples=75, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(before=HISTORIES, after=HISTORIES, policy=st.sampled_from(list(Policy)))
 def test_a_renumbered_state_answers_as_the_original(
     before: list[Call], after: list[Call], policy: Policy
@@ -53,7 +53,7 @@ def test_a_renumbered_state_answers_as_the_original(
     check_renumbered_answers(before, after, policy)
 
 
-@pytest.mark.slow
+@pytest.mark.wide
 @settings(max_examples=200, deadline=None)
 @given(before=HISTORIES, after=HISTORIES, policy=st.sampled_from(list(Policy)))
 def test_a_renumbered_state_answers_as_the_original_full_budget(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from spec_strategies import calls as spec_calls
@@ -54,12 +55,35 @@ def step(state: CacheState, call: Call, random_victims: st.DataObject | None) ->
     return after
 
 
-@settings(max_examples=300, deadline=None)
-@given(policy=st.sampled_from(list(Policy)), capacity=st.integers(1, 4),
-       sequence=st.lists(calls(), max_size=40), data=st.data(), pick=st.booleans())
+DEFAULT_EXAMPLES, FULL_EXAMPLES = 100, 300
+"""Random sequences per test in the default tier, and in the wide tier's full-budget
+copies (the TINY model checking of proofs/ reaches every state and call of its bounds)."""
+
+INVARIANT_RUNS = {"policy": st.sampled_from(list(Policy)), "capacity": st.integers(1, 4),
+                  "sequence": st.lists(calls(), max_size=40), "data": st.data(),
+                  "pick": st.booleans()}
+REPLAY_RUNS = {"capacity": st.integers(1, 3), "sequence": st.lists(calls(), max_size=30)}
+
+
+@settings(max_examples=DEFAULT_EXAMPLES, deadline=None)
+@given(**INVARIANT_RUNS)
 def test_random_sequences_keep_every_invariant(
     policy: Policy, capacity: int, sequence: list[Call], data: st.DataObject, pick: bool
 ) -> None:
+    check_every_invariant(policy, capacity, sequence, data, pick)
+
+
+@pytest.mark.wide
+@settings(max_examples=FULL_EXAMPLES, deadline=None)
+@given(**INVARIANT_RUNS)
+def test_random_sequences_keep_every_invariant_full_budget(
+    policy: Policy, capacity: int, sequence: list[Call], data: st.DataObject, pick: bool
+) -> None:
+    check_every_invariant(policy, capacity, sequence, data, pick)
+
+
+def check_every_invariant(policy: Policy, capacity: int, sequence: list[Call],
+                          data: st.DataObject, pick: bool) -> None:
     state = initial_state(capacity, policy)
     for call in sequence:
         state = step(state, call, data if pick else None)
@@ -68,9 +92,21 @@ def test_random_sequences_keep_every_invariant(
             assert events == Events()  # just taken: nothing new
 
 
-@settings(max_examples=200, deadline=None)
-@given(capacity=st.integers(1, 3), sequence=st.lists(calls(), max_size=30))
+@settings(max_examples=DEFAULT_EXAMPLES * 2 // 3, deadline=None)
+@given(**REPLAY_RUNS)
 def test_events_replay_to_the_ready_set(capacity: int, sequence: list[Call]) -> None:
+    check_events_replay(capacity, sequence)
+
+
+@pytest.mark.wide
+@settings(max_examples=FULL_EXAMPLES * 2 // 3, deadline=None)
+@given(**REPLAY_RUNS)
+def test_events_replay_to_the_ready_set_full_budget(capacity: int, sequence: list[Call]
+                                                    ) -> None:
+    check_events_replay(capacity, sequence)
+
+
+def check_events_replay(capacity: int, sequence: list[Call]) -> None:
     state = initial_state(capacity)
     subscriber: set[object] = set()
     for call in [*sequence, Call(Op.TAKE_EVENTS)]:
@@ -84,12 +120,25 @@ def test_events_replay_to_the_ready_set(capacity: int, sequence: list[Call]) -> 
             assert subscriber == state.keys_in(Phase.READY)
 
 
-@settings(max_examples=200, deadline=None)
-@given(capacity=st.integers(1, 3), sequence=st.lists(calls(), max_size=30))
+@settings(max_examples=DEFAULT_EXAMPLES * 2 // 3, deadline=None)
+@given(**REPLAY_RUNS)
 def test_draining_every_copy_reaches_a_leak_free_quiescent_state(
     capacity: int, sequence: list[Call]
 ) -> None:
     """Liveness (D9): deliver every outstanding completion; nothing stays held."""
+    check_draining(capacity, sequence)
+
+
+@pytest.mark.wide
+@settings(max_examples=FULL_EXAMPLES * 2 // 3, deadline=None)
+@given(**REPLAY_RUNS)
+def test_draining_every_copy_reaches_a_leak_free_quiescent_state_full_budget(
+    capacity: int, sequence: list[Call]
+) -> None:
+    check_draining(capacity, sequence)
+
+
+def check_draining(capacity: int, sequence: list[Call]) -> None:
     state = initial_state(capacity)
     for call in sequence:
         with contextlib.suppress(MisuseError):
