@@ -320,22 +320,19 @@ def _copy_changes(step: Step, key: Key) -> tuple[tuple[CopyKind, CopyChange], ..
 def effect(step: Step, key: Key) -> Effect:
     """What ``step`` did to ``key``."""
     before = key_phase(step.before, key)
-    if step.after is step.before:  # the state itself (two steps in three): nothing changed
-        return Effect(call_form(step, key), step.call.op, key in step.call.keys, before,
-                      before, _result(step, key),
-                      None if step.error is None else step.error.code, 0, (), False, False)
+    same = step.after is step.before  # the state itself (two steps in three): no change
     return Effect(
         call=call_form(step, key),
         op=step.call.op,
         named=key in step.call.keys,
         before=before,
-        after=key_phase(step.after, key),
+        after=before if same else key_phase(step.after, key),
         result=_result(step, key),
         error_code=None if step.error is None else step.error.code,
-        readers_delta=readers(step.after, key) - readers(step.before, key),
-        copies=_copy_changes(step, key),
-        recency_changed=step.before.recency != step.after.recency,
-        state_changed=step.before != step.after,
+        readers_delta=0 if same else readers(step.after, key) - readers(step.before, key),
+        copies=() if same else _copy_changes(step, key),
+        recency_changed=not same and step.before.recency != step.after.recency,
+        state_changed=not same and step.before != step.after,
     )
 
 
