@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ending import pytest_cmdline_main  # noqa: F401 - a hook: pytest finds it by its name
 from host_zygote import PYTHON_PRELOADED, HostZygote
 from zygote import Zygote
 
