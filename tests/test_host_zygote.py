@@ -8,6 +8,9 @@ without a spawner (``python_hosts``, tests/conftest.py) relays how each host end
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,3 +101,54 @@ def test_a_forked_host_has_the_scratch_folder_the_judge_made_for_it(
         assert temp == scratch
         assert Path(temp).name.startswith("kvoffload-host-")
         assert not Path(temp).exists(), "the scratch folder outlived its host"
+
+
+ENDS = """\
+import atexit, sys, threading, time
+from kvoffload.impl import OffloadManager
+
+
+def late():
+    time.sleep(0.2)
+    print("the thread ended", flush=False)
+
+
+class Target(OffloadManager):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        atexit.register(sys.stderr.write, "atexit ran, no newline")
+        atexit.register(print, "atexit ran", flush=False)
+        threading.Thread(target=late).start()
+        print("built", flush=False)
+"""
+
+
+@pytest.mark.parametrize("zygote", ["python_host_zygote", "hosts"])
+def test_a_forked_host_ends_as_a_fresh_host_ends(
+    zygote: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """After ``bye`` a forked host ends as ``python -m kvoffload.conformance.target.host``
+    does (its non-daemon threads joined, the target's exit handlers run, its streams
+    flushed, exit status 0), though without the interpreter's teardown
+    (tests/python_exit.py): the same answers, output and status. Both kinds of host
+    zygote: plain (``python_hosts``) and made by a spawner (as LMCache's hosts are)."""
+    from kvoffload.conformance.target import remote
+
+    forked: HostZygote = request.getfixturevalue(zygote)
+    target = tmp_path / "target.py"
+    target.write_text(ENDS)
+    hello = {"request": "hello", "protocol": 1, "target": f"{target}:Target",
+             "config": {"capacity": 2}, "python": {"path": sys.path}}
+    requests = b"".join(json.dumps(r).encode() + b"\n"
+                        for r in (hello, {"request": "new", "capacity": 2}, {"request": "bye"}))
+    ended = []
+    for command in (forked.command(), [sys.executable, "-m", "kvoffload.conformance.target.host"]):
+        done = subprocess.run(command, input=requests, capture_output=True, cwd=tmp_path,
+                              env=remote._python_host()[1], start_new_session=True, timeout=60,
+                              check=False)
+        ended.append((done.returncode, done.stdout.decode(), done.stderr.decode()))
+    assert ended[0] == ended[1]
+    status, answers, output = ended[0]
+    assert (status, [json.loads(a)["answer"] for a in answers.splitlines()]) == (
+        0, ["hello", "built"])
+    assert output == "built\nthe thread ended\natexit ran\natexit ran, no newline"
