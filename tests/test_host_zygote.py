@@ -20,19 +20,28 @@ from host_zygote import HostZygote
 from zygote import Zygote
 
 
-@pytest.fixture
-def hosts(monkeypatch: pytest.MonkeyPatch) -> Iterator[HostZygote]:
-    """The judge's Python hosts, for this test, forks of a host zygote of their own."""
+@pytest.fixture(scope="module")
+def spawned_host_zygote() -> Iterator[HostZygote]:
+    """A host zygote made by a spawner, for this module (as the LMCache host zygote is)."""
     from kvoffload.conformance.target import remote
 
     spawner = Zygote(preload=())
     zygote = HostZygote(remote._python_host()[1], spawner,
                         preload=("kvoffload.conformance.target.host",))
-    real = remote._python_host
-    monkeypatch.setattr(remote, "_python_host", lambda: (zygote.command(), real()[1]))
     yield zygote
     zygote.close()
     spawner.close()
+
+
+@pytest.fixture
+def hosts(spawned_host_zygote: HostZygote, monkeypatch: pytest.MonkeyPatch) -> HostZygote:
+    """The judge's Python hosts, for this test, forks of :func:`spawned_host_zygote`."""
+    from kvoffload.conformance.target import remote
+
+    real = remote._python_host
+    monkeypatch.setattr(remote, "_python_host",
+                        lambda: (spawned_host_zygote.command(), real()[1]))
+    return spawned_host_zygote
 
 
 def test_a_launcher_killed_before_its_host_ended_leaves_the_zygote_serving(
@@ -123,7 +132,7 @@ class Target(OffloadManager):
 """
 
 
-@pytest.mark.parametrize("zygote", ["python_host_zygote", "hosts"])
+@pytest.mark.parametrize("zygote", ["python_host_zygote", "spawned_host_zygote"])
 def test_a_forked_host_ends_as_a_fresh_host_ends(
     zygote: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
