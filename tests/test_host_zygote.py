@@ -9,6 +9,7 @@ without a spawner (``python_hosts``, tests/conftest.py) relays how each host end
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import host_zygote
 from host_zygote import HostZygote
 from zygote import Zygote
 
@@ -132,18 +134,26 @@ class Target(OffloadManager):
 """
 
 
-@pytest.mark.parametrize("zygote", ["python_host_zygote", "spawned_host_zygote"])
+@pytest.mark.parametrize(("zygote", "launcher"), [("python_host_zygote", "C"),
+                                                  ("python_host_zygote", "Python"),
+                                                  ("spawned_host_zygote", "C")])
 def test_a_forked_host_ends_as_a_fresh_host_ends(
-    zygote: str, request: pytest.FixtureRequest, tmp_path: Path
+    zygote: str, launcher: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     """After ``bye`` a forked host ends as ``python -m kvoffload.conformance.target.host``
     does (its non-daemon threads joined, the target's exit handlers run, its streams
     flushed, exit status 0), though without the interpreter's teardown
     (tests/python_exit.py): the same answers, output and status. Both kinds of host
-    zygote: plain (``python_hosts``) and made by a spawner (as LMCache's hosts are)."""
+    zygote: plain (``python_hosts``) and made by a spawner (as LMCache's hosts are);
+    both launchers: host_launcher.c and the Python one used without a C compiler."""
     from kvoffload.conformance.target import remote
 
     forked: HostZygote = request.getfixturevalue(zygote)
+    command = forked.command()
+    if launcher == "Python":
+        command = [sys.executable, "-S", "-c", host_zygote._LAUNCHER, forked.socket]
+    elif shutil.which("cc") is not None:
+        assert command == [str(host_zygote.compiled_launcher()), forked.socket]
     target = tmp_path / "target.py"
     target.write_text(ENDS)
     hello = {"request": "hello", "protocol": 1, "target": f"{target}:Target",
@@ -151,8 +161,8 @@ def test_a_forked_host_ends_as_a_fresh_host_ends(
     requests = b"".join(json.dumps(r).encode() + b"\n"
                         for r in (hello, {"request": "new", "capacity": 2}, {"request": "bye"}))
     ended = []
-    for command in (forked.command(), [sys.executable, "-m", "kvoffload.conformance.target.host"]):
-        done = subprocess.run(command, input=requests, capture_output=True, cwd=tmp_path,
+    for argv in (command, [sys.executable, "-m", "kvoffload.conformance.target.host"]):
+        done = subprocess.run(argv, input=requests, capture_output=True, cwd=tmp_path,
                               env=remote._python_host()[1], start_new_session=True, timeout=60,
                               check=False)
         ended.append((done.returncode, done.stdout.decode(), done.stderr.decode()))
