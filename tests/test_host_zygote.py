@@ -8,28 +8,42 @@ without a spawner (``python_hosts``, tests/conftest.py) relays how each host end
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import host_zygote
 from host_zygote import HostZygote
 from zygote import Zygote
 
 
-@pytest.fixture
-def hosts(monkeypatch: pytest.MonkeyPatch) -> Iterator[HostZygote]:
-    """The judge's Python hosts, for this test, forks of a host zygote of their own."""
+@pytest.fixture(scope="module")
+def spawned_host_zygote() -> Iterator[HostZygote]:
+    """A host zygote made by a spawner, for this module (as the LMCache host zygote is)."""
     from kvoffload.conformance.target import remote
 
     spawner = Zygote(preload=())
     zygote = HostZygote(remote._python_host()[1], spawner,
                         preload=("kvoffload.conformance.target.host",))
-    real = remote._python_host
-    monkeypatch.setattr(remote, "_python_host", lambda: (zygote.command(), real()[1]))
     yield zygote
     zygote.close()
     spawner.close()
+
+
+@pytest.fixture
+def hosts(spawned_host_zygote: HostZygote, monkeypatch: pytest.MonkeyPatch) -> HostZygote:
+    """The judge's Python hosts, for this test, forks of :func:`spawned_host_zygote`."""
+    from kvoffload.conformance.target import remote
+
+    real = remote._python_host
+    monkeypatch.setattr(remote, "_python_host",
+                        lambda: (spawned_host_zygote.command(), real()[1]))
+    return spawned_host_zygote
 
 
 def test_a_launcher_killed_before_its_host_ended_leaves_the_zygote_serving(
@@ -98,3 +112,62 @@ def test_a_forked_host_has_the_scratch_folder_the_judge_made_for_it(
         assert temp == scratch
         assert Path(temp).name.startswith("kvoffload-host-")
         assert not Path(temp).exists(), "the scratch folder outlived its host"
+
+
+ENDS = """\
+import atexit, sys, threading, time
+from kvoffload.impl import OffloadManager
+
+
+def late():
+    time.sleep(0.2)
+    print("the thread ended", flush=False)
+
+
+class Target(OffloadManager):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        atexit.register(sys.stderr.write, "atexit ran, no newline")
+        atexit.register(print, "atexit ran", flush=False)
+        threading.Thread(target=late).start()
+        print("built", flush=False)
+"""
+
+
+@pytest.mark.parametrize(("zygote", "launcher"), [("python_host_zygote", "C"),
+                                                  ("python_host_zygote", "Python"),
+                                                  ("spawned_host_zygote", "C")])
+def test_a_forked_host_ends_as_a_fresh_host_ends(
+    zygote: str, launcher: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """After ``bye`` a forked host ends as ``python -m kvoffload.conformance.target.host``
+    does (its non-daemon threads joined, the target's exit handlers run, its streams
+    flushed, exit status 0), though without the interpreter's teardown
+    (tests/python_exit.py): the same answers, output and status. Both kinds of host
+    zygote: plain (``python_hosts``) and made by a spawner (as LMCache's hosts are);
+    both launchers: host_launcher.c and the Python one used without a C compiler."""
+    from kvoffload.conformance.target import remote
+
+    forked: HostZygote = request.getfixturevalue(zygote)
+    command = forked.command()
+    if launcher == "Python":
+        command = [sys.executable, "-S", "-c", host_zygote._LAUNCHER, forked.socket]
+    elif shutil.which("cc") is not None:
+        assert command == [str(host_zygote.compiled_launcher()), forked.socket]
+    target = tmp_path / "target.py"
+    target.write_text(ENDS)
+    hello = {"request": "hello", "protocol": 1, "target": f"{target}:Target",
+             "config": {"capacity": 2}, "python": {"path": sys.path}}
+    requests = b"".join(json.dumps(r).encode() + b"\n"
+                        for r in (hello, {"request": "new", "capacity": 2}, {"request": "bye"}))
+    ended = []
+    for argv in (command, [sys.executable, "-m", "kvoffload.conformance.target.host"]):
+        done = subprocess.run(argv, input=requests, capture_output=True, cwd=tmp_path,
+                              env=remote._python_host()[1], start_new_session=True, timeout=60,
+                              check=False)
+        ended.append((done.returncode, done.stdout.decode(), done.stderr.decode()))
+    assert ended[0] == ended[1]
+    status, answers, output = ended[0]
+    assert (status, [json.loads(a)["answer"] for a in answers.splitlines()]) == (
+        0, ["hello", "built"])
+    assert output == "built\nthe thread ended\natexit ran\natexit ran, no newline"

@@ -16,15 +16,17 @@ forks a child that is what ``python script.py`` would be once those imports are 
 - its own exit status: the script's ``sys.exit`` leaves the child the way it leaves an
   interpreter (non-daemon threads joined, ``atexit`` handlers run, the streams flushed), and
   an uncaught exception prints its traceback and exits 1, as ``python script.py`` does;
-  then the child ends by :func:`os._exit`, as :mod:`multiprocessing`'s forked children do.
+  then the child ends by :func:`os._exit`, as :mod:`multiprocessing`'s forked children do
+  (:func:`python_exit.end_as_python`, whose source the zygote runs, as
+  tests/host_zygote.py's forked hosts end).
 
 What the zygote may have imported before a fork: the standard library it needs itself
 (:mod:`gc`, :mod:`json`, :mod:`os`, :mod:`sys`, :mod:`threading`, and what
-:mod:`deferred_import`, whose source it runs, imports; :mod:`runpy` in the child, and
-:mod:`tempfile` where the run is given a ``TMPDIR``) and :data:`PRELOADED` with what they
-import, but for transformers, aiohttp and numba: LMCache takes four names from them and
-calls none on the paths its reproducers run, and importing them was about 1.8 s of the
-zygote's CPU, so the zygote imports LMCache with those names deferred
+:mod:`deferred_import` and :mod:`python_exit`, whose sources it runs, import;
+:mod:`runpy` in the child, and :mod:`tempfile` where the run is given a ``TMPDIR``) and
+:data:`PRELOADED` with what they import, but for transformers, aiohttp and numba: LMCache
+takes four names from them and calls none on the paths its reproducers run, and importing
+them was about 1.8 s of the zygote's CPU, so the zygote imports LMCache with those names deferred
 (:mod:`deferred_import`: each imports its module at its first use, and a script's own
 ``import transformers`` gets the real module). What it may not: anything of kvoffload. Before
 every fork it checks ``sys.modules`` for ``kvoffload`` and that no Python thread but its own
@@ -83,7 +85,8 @@ def import_lmcache_here() -> None:
     os.environ.setdefault("LMCACHE_LOG_LEVEL", "ERROR")  # as lmcache_loader.lmcache_factory
     import_deferring((*PRELOADED, "lmcache.v1.storage_backend.local_disk_backend"))
 
-_SERVER = (Path(__file__).with_name("deferred_import.py").read_text() + r'''
+_SERVER = (Path(__file__).with_name("deferred_import.py").read_text()
+           + Path(__file__).with_name("python_exit.py").read_text() + r'''
 import gc, json, os, sys, threading
 
 
@@ -133,43 +136,13 @@ def become(request):
     return sys.argv[0]
 
 
-def exit_status(code):
-    """The exit status ``python`` gives ``SystemExit(code)`` (writing a non-integer code
-    to stderr, as it does)."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF if -(1 << 63) <= code < (1 << 63) else 0xFF
-    print(code, file=sys.stderr)
-    return 1
-
-
 def run(script):
-    """Run ``script`` as ``__main__`` and end as ``python script`` ends: an uncaught
-    exception's traceback (status 1), non-daemon threads joined, ``atexit`` handlers
-    run, the streams flushed; then ``os._exit``. Skipped: the interpreter's teardown of
-    every module and object, which in a fork touches (so copies) every page of the
-    preloaded modules: about 0.3 s of CPU per run, more than a script's own calls."""
-    import atexit, runpy, signal
-    try:
-        runpy.run_path(script, run_name="__main__")
-        status = 0
-    except SystemExit as stop:
-        status = exit_status(stop.code)
-    except BaseException as error:
-        sys.excepthook(type(error), error, error.__traceback__)
-        status = -signal.SIGINT if isinstance(error, KeyboardInterrupt) else 1
-    threading._shutdown()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # as python's exit status 120, unless a signal ends it
-            status = 120 if status >= 0 else status
-    if status < 0:  # as python ends after an uncaught KeyboardInterrupt: of the signal
-        signal.signal(-status, signal.SIG_DFL)
-        os.kill(os.getpid(), -status)
-    os._exit(status)
+    """Run ``script`` as ``__main__`` and end as ``python script`` ends, but for the
+    interpreter's teardown (:func:`python_exit.end_as_python`), which in a fork touches
+    (so copies) every page of the preloaded modules: about 0.3 s of CPU per run, more
+    than a script's own calls."""
+    import runpy
+    end_as_python(lambda: runpy.run_path(script, run_name="__main__"))
 
 
 import_deferring(json.loads(sys.argv[1]))

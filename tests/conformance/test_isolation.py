@@ -156,7 +156,13 @@ def test_a_process_the_target_leaves_running_does_not_hold_up_the_verdict(
             os.kill(int(record.read_text()), signal.SIGKILL)
 
 
+@pytest.mark.wide
 def test_sigterm_to_the_command_is_143_not_a_failure(tmp_path: Path) -> None:
+    """In the wide tier: ``kvoffload check`` no longer runs in an isolated child, and its
+    one SIGTERM handler (check_command._stop_on_sigterm, installed before the run's first
+    line) is checked in the default tier by test_host.py's
+    test_sigterm_to_the_judge_is_143_and_ends_the_host (143 and the same message, and the
+    host and the target's worker gone); here SIGTERM comes at the run's first line."""
     process = subprocess.Popen(
         [sys.executable, "-m", "kvoffload.conformance.cli", "check", "--max-examples",
          "100000", "--no-database", "--report-dir", str(tmp_path / "r")],

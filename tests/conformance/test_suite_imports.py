@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 BLOCK_TORCH = textwrap.dedent("""
     import sys
@@ -20,6 +23,91 @@ BLOCK_TORCH = textwrap.dedent("""
 def run_python(code: str, *flags: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *flags, "-c", code], capture_output=True,
                           text=True, cwd=cwd)
+
+
+PLAIN = textwrap.dedent("""
+    import contextlib, io, sys
+    before = set(sys.modules)
+    import kvoffload.conformance.target.host
+    from kvoffload.conformance.target import lmcache_loader, mooncake_adapter, targets
+    print(sorted({'urllib.request', 'http.client', 'importlib.metadata', 'ctypes',
+                  'socket', 'subprocess', 'kvoffload.conformance.target.mooncake_cluster',
+                  'argparse', 'importlib.abc', 'tempfile'} & (set(sys.modules) - before)))
+    from kvoffload.conformance.cli import main
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        status = main(['demo'])
+    print(status, 'agree with the spec' in out.getvalue(), 'hypothesis' in sys.modules,
+          'kvoffload.conformance.traffic.command' in sys.modules)
+    import kvoffload.conformance.reproduce
+    print('hypothesis' in sys.modules)
+    from kvoffload.conformance.reproduce import reproduce
+    from kvoffload.spec import Call, Op
+    reproduce('asserting.py:AssertingManager',
+              {'capacity': 2, 'adapter': 'vllm-bool', 'assume': ['unique-keys']},
+              [Call(Op.PREPARE_STORE, ('a',)), Call(Op.COMPLETE_STORE, ('a',)),
+               Call(Op.COMPLETE_LOAD, ('a',))])
+    print('conforms')
+""")
+"""One fresh interpreter (not one per check: each is about 0.1 s of CPU) for four checks,
+each seeing only what it must, one line each: what importing a host adds, then what
+``kvoffload demo`` adds (no Hypothesis), then what importing the reproducer adds (no
+Hypothesis: the line before shows none before it), then a reproducer's run of a manager
+whose preconditions are asserts (asserts on)."""
+
+OPTIMISED = textwrap.dedent("""
+    import json, traceback
+    from kvoffload.conformance.reproduce import reproduce
+    from kvoffload.spec import Call, Op
+    CASES = {
+        'mutant': ('kvoffload.conformance.selftest.mutants:LookupPendingAsMiss',
+                   {'capacity': 1}, [Call(Op.PREPARE_STORE, ('a',)), Call(Op.LOOKUP, ('a',))]),
+        'asserting': ('asserting.py:AssertingManager',
+                      {'capacity': 2, 'adapter': 'vllm-bool', 'assume': ['unique-keys']},
+                      [Call(Op.PREPARE_STORE, ('a',)), Call(Op.COMPLETE_STORE, ('a',)),
+                       Call(Op.COMPLETE_LOAD, ('a',))]),
+    }
+    for name, (target, config, calls) in CASES.items():
+        try:
+            reproduce(target, config, calls)
+            raised = {'type': None, 'trace': ''}
+        except BaseException as error:
+            raised = {'type': type(error).__name__, 'trace': ''.join(
+                traceback.format_exception(type(error), error, error.__traceback__))}
+        print(json.dumps({name: raised}))
+""")
+"""Both reproducers under ``python -O`` in one interpreter: what each raised, with its trace."""
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder the reproducers run in: a manager that asserts, as ``asserting.py``."""
+    path = tmp_path_factory.mktemp("asserting")
+    (path / "asserting.py").write_text(ASSERTING_MANAGER)
+    return path
+
+
+@pytest.fixture(scope="module")
+def plain(folder: Path) -> subprocess.CompletedProcess[str]:
+    """:data:`PLAIN`, run once for the module."""
+    return run_python(PLAIN, cwd=folder)
+
+
+@pytest.fixture(scope="module")
+def optimised(folder: Path) -> dict[str, dict[str, str]]:
+    """:data:`OPTIMISED`, run once for the module: what each reproducer raised."""
+    done = run_python(OPTIMISED, "-O", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    raised: dict[str, dict[str, str]] = {}
+    for line in done.stdout.splitlines():
+        raised.update(json.loads(line))
+    return raised
+
+
+def _lines(done: subprocess.CompletedProcess[str]) -> list[str]:
+    """The lines of :data:`PLAIN`'s output; all four, or its error."""
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 4, done.stderr
+    return lines
 
 
 def test_every_suite_module_imports_without_torch_or_numpy() -> None:
@@ -41,23 +129,16 @@ def test_every_suite_module_imports_without_torch_or_numpy() -> None:
     assert done.stdout.strip() == "ok"
 
 
-def test_a_reproducer_does_not_import_hypothesis() -> None:
-    code = ("import sys, kvoffload.conformance.reproduce\n"
-            "print('hypothesis' in sys.modules)")
-    assert run_python(code).stdout.strip() == "False"
+def test_a_reproducer_does_not_import_hypothesis(
+    plain: subprocess.CompletedProcess[str]
+) -> None:
+    assert _lines(plain)[2] == "False"
 
 
-def test_violations_survive_optimised_python() -> None:
-    code = textwrap.dedent("""
-        from kvoffload.conformance.reproduce import reproduce
-        from kvoffload.spec import Call, Op
-        reproduce('kvoffload.conformance.selftest.mutants:LookupPendingAsMiss', {'capacity': 1},
-                  [Call(Op.PREPARE_STORE, ('a',)), Call(Op.LOOKUP, ('a',))])
-    """)
-    done = run_python(code, "-O")
-    assert done.returncode == 1
-    assert "PropertyViolation" in done.stderr
-    assert "lookup" in done.stderr
+def test_violations_survive_optimised_python(optimised: dict[str, dict[str, str]]) -> None:
+    raised = optimised["mutant"]
+    assert raised["type"] == "PropertyViolation"
+    assert "lookup" in raised["trace"]
 
 
 ASSERTING_MANAGER = textwrap.dedent('''
@@ -112,27 +193,21 @@ ASSERTING_MANAGER = textwrap.dedent('''
 ''')
 
 
-def test_a_manager_that_asserts_conforms_only_with_asserts_on(tmp_path: Path) -> None:
+def test_a_manager_that_asserts_conforms_only_with_asserts_on(
+    plain: subprocess.CompletedProcess[str], optimised: dict[str, dict[str, str]]
+) -> None:
     """An AssertionError counts as vLLM's rejection of misuse; under -O the asserts are
     gone, the misuse is accepted, and the suite says so (it does not assert itself)."""
-    (tmp_path / "asserting.py").write_text(ASSERTING_MANAGER)
-    code = textwrap.dedent("""
-        from kvoffload.conformance.reproduce import reproduce
-        from kvoffload.spec import Call, Op
-        reproduce('asserting.py:AssertingManager',
-                  {'capacity': 2, 'adapter': 'vllm-bool', 'assume': ['unique-keys']},
-                  [Call(Op.PREPARE_STORE, ('a',)), Call(Op.COMPLETE_STORE, ('a',)),
-                   Call(Op.COMPLETE_LOAD, ('a',))])
-        print('conforms')
-    """)
-    with_asserts = run_python(code, cwd=tmp_path)
-    assert with_asserts.returncode == 0, with_asserts.stderr
-    without = run_python(code, "-O", cwd=tmp_path)
-    assert without.returncode == 1
-    assert "property 'misuse' violated" in without.stderr
+    assert plain.returncode == 0, plain.stderr
+    assert _lines(plain)[3] == "conforms"
+    without = optimised["asserting"]
+    assert without["type"] == "PropertyViolation"
+    assert "property 'misuse' violated" in without["trace"]
 
 
-def test_a_host_and_kvoffload_demo_import_only_what_they_use() -> None:
+def test_a_host_and_kvoffload_demo_import_only_what_they_use(
+    plain: subprocess.CompletedProcess[str]
+) -> None:
     """Every check starts a Python host, and every host imports the target kinds
     (targets.py): Mooncake's HTTP admin client (urllib.request: http, email) and the
     installed-version lookups (importlib.metadata) are imported where they are used, not
@@ -145,22 +220,6 @@ def test_a_host_and_kvoffload_demo_import_only_what_they_use() -> None:
     the spec's scenarios: the corpus replay's imports (Hypothesis's engine) are the
     ``corpus`` command's, and the traffic simulator's the ``traffic`` command's, not
     the CLI's (one process checks both)."""
-    code = textwrap.dedent("""
-        import contextlib, io, sys
-        before = set(sys.modules)
-        import kvoffload.conformance.target.host
-        from kvoffload.conformance.target import lmcache_loader, mooncake_adapter, targets
-        print(sorted({'urllib.request', 'http.client', 'importlib.metadata', 'ctypes',
-                      'socket', 'subprocess', 'kvoffload.conformance.target.mooncake_cluster',
-                      'argparse', 'importlib.abc', 'tempfile'} & (set(sys.modules) - before)))
-        from kvoffload.conformance.cli import main
-        with contextlib.redirect_stdout(io.StringIO()) as out:
-            status = main(['demo'])
-        print(status, 'agree with the spec' in out.getvalue(), 'hypothesis' in sys.modules,
-              'kvoffload.conformance.traffic.command' in sys.modules)
-    """)
-    done = run_python(code)
-    assert done.returncode == 0, done.stderr
-    host, demo = done.stdout.strip().splitlines()
+    host, demo = _lines(plain)[:2]
     assert host == "[]"
     assert demo == "0 True False False"
