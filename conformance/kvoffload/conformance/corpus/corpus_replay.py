@@ -32,7 +32,7 @@ from ..command.runner import CheckResult, Failure, coverage
 from ..config import CheckConfig
 from ..errors import PropertyViolation
 from ..judge.guard import Interrupted, stop_requested, timed_calls
-from ..judge.lockstep import Lockstep, construct
+from ..judge.lockstep import Lockstep, assumed_away, construct
 from ..judge.properties import PROPERTIES
 from ..target.isolation import mark_running
 from ..target.remote import target_session
@@ -117,14 +117,14 @@ def replay_case(case: dict[str, Any], make_adapter: Callable[[int], Adapter],
     config = config.sized(case["capacity"])
     stale = not config.assumes("no-stale-completions")
     tickets: dict[str, int] = {}
+    assumptions = config.assumptions  # made anew at every reading: read once
     try:
         run = Lockstep(construct(make_adapter, config.capacity, config.call_timeout), config)
         for step in case["steps"]:
             call = _call(step["call"], tickets, run.state.next_ticket + NEVER_ISSUED_OFFSET)
-            excluded = excluded_by(run.state, call, config.assumptions)
-            if excluded is not None:
+            if assumptions and assumed_away(run.state, call, assumptions):
                 run.settle()
-                return f"assumed away: {excluded}"
+                return f"assumed away: {excluded_by(run.state, call, assumptions)}"
             output = run.step(call)
             if isinstance(output, StorePlan | LoadPlan):  # the n-th plan's ticket is "tn"
                 tickets[f"t{len(tickets)}"] = output.ticket

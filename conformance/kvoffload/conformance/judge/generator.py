@@ -36,11 +36,11 @@ from kvoffload.spec import (
     Op,
     Phase,
     StorePlan,
-    excluded_by,
 )
 
 from ..adapter_api import Capabilities
 from ..config import CheckConfig
+from .lockstep import assumed_away
 
 BURST = 8
 """Calls per burst: the machine makes one burst per Hypothesis step, which divides
@@ -195,7 +195,7 @@ class CallGenerator:
     def _do(self, call: Call) -> object:
         """Make ``call`` (unless an assumption excludes it); note the jobs it starts."""
         assumptions = self.rules.assumptions
-        if assumptions and excluded_by(self.state, call, assumptions) is not None:
+        if assumptions and assumed_away(self.state, call, assumptions):
             return None
         output = self.driver.make(call)
         if isinstance(output, StorePlan):

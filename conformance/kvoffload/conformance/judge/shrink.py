@@ -24,12 +24,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from kvoffload.spec import Call, Key, Op, excluded_by
+from kvoffload.spec import Call, Key, Op
 
 from ..adapter_api import Adapter
 from ..config import SMALL_TIERS, CheckConfig
 from ..errors import PropertyViolation
-from .lockstep import Lockstep, construct
+from .lockstep import Lockstep, assumed_away, construct
 
 
 def attempt(
@@ -47,7 +47,7 @@ def attempt(
         run = Lockstep(construct(make_adapter, config.capacity, config.call_timeout), config,
                        silenced=silenced)
         for call in calls:
-            if assumptions and excluded_by(run.state, call, assumptions) is not None:
+            if assumptions and assumed_away(run.state, call, assumptions):
                 return None
             run.step(call)
         if drain:
