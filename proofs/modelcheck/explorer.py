@@ -121,11 +121,10 @@ class Search(Generic[S, L]):
     def reach(self, i: int, label: L, node: S) -> tuple[int, bool]:
         """Node ``i``'s edge ``label`` leads to ``node``: its number, and is it new?"""
         key, info = self._form(node)
-        found = self.ids.get(key)
-        if found is not None:
-            return found, False
         j = len(self.nodes)
-        self.ids[key] = j
+        found = self.ids.setdefault(key, j)  # one hash of the deep form, not two
+        if found != j:
+            return found, False
         self.nodes.append(node)
         self.tree.parent.append(i)
         self.tree.via.append(label)

@@ -42,7 +42,7 @@ class Model:
         """
         replacement = self.replaced.get(call.op) if self.replaced else None
         if replacement is None:  # the spec's (no dictionary look-up for the spec itself)
-            return apply(state, call, slots=slots)
+            return apply(state, call, None, slots)
         return replacement(state, call, slots)
 
     def __hash__(self) -> int:

@@ -90,9 +90,10 @@ def canonical(node: Node, keys: tuple[str, ...]) -> tuple[Form, tuple[int, ...] 
         component = () if block is None and not own and not running and not finished \
             else _own_component(block, tuple(own), tuple(running), tuple(finished))
         sigs.append((component, tuple(where.get(key, ())), key in announced))
-    distinct = sorted(set(sigs))
-    cls = {sig: i for i, sig in enumerate(distinct)}
-    return (s.epoch, p, tuple(sorted(sigs))), tuple(cls[sig] for sig in sigs)
+    ordered = sorted(sigs)
+    # a key's class is named by its signature's first place in that order: keys of one
+    # class have equal signatures (compared, not hashed: they are deep tuples)
+    return (s.epoch, p, tuple(ordered)), tuple(ordered.index(sig) for sig in sigs)
 
 
 @lru_cache(maxsize=1 << 16)

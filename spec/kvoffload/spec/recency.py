@@ -143,15 +143,18 @@ class ArcLists:
               b1: tuple[Key, ...] | None = None, b2: tuple[Key, ...] | None = None,
               p: int | None = None) -> ArcLists:
         """These lists with the fields given (None: as they are), a new value: what
-        ``dataclasses.replace`` returns, by one call of the constructor; these lists
-        themselves if every field given is the one they have."""
+        ``dataclasses.replace`` returns, built as the constructor builds it (its
+        ``__dict__`` set at once, as :func:`~kvoffload.spec.state.changed` builds a
+        state); these lists themselves if every field given is the one they have."""
         if ((t1 is None or t1 is self.t1) and (t2 is None or t2 is self.t2)
                 and (b1 is None or b1 is self.b1) and (b2 is None or b2 is self.b2)
                 and (p is None or p == self.p)):
             return self
-        return ArcLists(self.capacity, self.t1 if t1 is None else t1,
-                        self.t2 if t2 is None else t2, self.b1 if b1 is None else b1,
-                        self.b2 if b2 is None else b2, self.p if p is None else p)
+        new = object.__new__(ArcLists)
+        new.__dict__.update(capacity=self.capacity, t1=self.t1 if t1 is None else t1,
+                            t2=self.t2 if t2 is None else t2, b1=self.b1 if b1 is None else b1,
+                            b2=self.b2 if b2 is None else b2, p=self.p if p is None else p)
+        return new
 
     def adapted(self, key: Key) -> ArcLists:
         b1, b2 = len(self.b1), len(self.b2)

@@ -219,6 +219,8 @@ def take_events(state: CacheState) -> tuple[CacheState, Events]:
     post: (state.announced | __return__[1].stored) - __return__[1].removed == state.keys_in(Phase.READY)
     """
     ready = state.keys_in(Phase.READY)
+    if ready == state.announced:
+        return state, Events()  # nothing to deliver: nothing changes
     events = Events(stored=ready - state.announced, removed=state.announced - ready)
     return changed(state, announced=ready), events
 
