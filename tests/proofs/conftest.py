@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -120,12 +120,28 @@ QUICK_CFLAGS = ("-std=gnu11", "-O0", "-mcx16")
 change; -O0 compiles TINY's verifier in about a quarter of -O3's CPU time."""
 
 
+def _kept_verifier(cc: str, cflags: Sequence[str], folder: Path) -> None:
+    """:func:`rumur.compile_verifier`'s program, built once per generated source,
+    compiler and flags and kept between sessions (tests/cpp_build.py): rumur's generated
+    C is the same for the same model and options, and its compile at -O0 (about 0.9 s of
+    CPU) was most of each row's time. What the test reads, rumur's verdict and state
+    count, comes from running it, here as after a compile. A machine with an empty cache
+    compiles each model once."""
+    import shutil
+
+    from cpp_build import kept_build
+
+    kept = kept_build(cc, cflags, folder / "model.c", libraries=("-lpthread",),
+                      folder="rumur-builds")
+    shutil.copy2(kept, folder / "model")
+
+
 @cache
 def _rumur_once(bounds: Bounds, symmetry: str, threads: int, mutation: str | None,
                 background: bool = False, node_failure: bool = False) -> rumur.RumurResult:
     return _RUMUR_CHECK(bounds, symmetry=symmetry, threads=threads, mutation=mutation,
                         background=background, node_failure=node_failure,
-                        cflags=QUICK_CFLAGS)
+                        cflags=QUICK_CFLAGS, build=_kept_verifier)
 
 
 def _rumur_check(bounds: Bounds, *, symmetry: str = "exhaustive", threads: int = 1,
@@ -136,8 +152,8 @@ def _rumur_check(bounds: Bounds, *, symmetry: str = "exhaustive", threads: int =
 
 @pytest.fixture
 def rumur_check(monkeypatch: pytest.MonkeyPatch) -> Callable[..., rumur.RumurResult]:
-    """``rumur.check`` with one generate, compile (the costly part) and run per model and
-    bounds per test session; patched into :mod:`rumur` for the test, so the rows that
+    """``rumur.check`` with one generate, compile (kept between sessions) and run per
+    model and bounds per test session; patched into :mod:`rumur` for the test, so the rows that
     ``cli.run_rumur`` reproduces share the runs ``test_rumur.py`` makes."""
     monkeypatch.setattr(rumur, "check", _rumur_check)
     return _rumur_check
