@@ -126,8 +126,8 @@ cache the compile once."""
 def _kept_verifier(cc: str, cflags: Sequence[str], folder: Path) -> None:
     """:func:`rumur.compile_verifier`'s program, built once per generated source,
     compiler and flags and kept between sessions (tests/cpp_build.py): rumur's generated
-    C is the same for the same model and options, and its compile at -O0 (about 0.9 s of
-    CPU) was most of each row's time. What the test reads, rumur's verdict and state
+    C is the same for the same model and options, and its compile (about 0.9 s of CPU
+    at -O0) was most of each row's time. What the test reads, rumur's verdict and state
     count, comes from running it, here as after a compile. A machine with an empty cache
     compiles each model once."""
     import shutil
