@@ -48,10 +48,8 @@ standard error, and the judge reports a host that ended while loading.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import functools
-import hashlib
 import json
 import os
 import shutil
@@ -256,33 +254,15 @@ LAUNCHER_FLAGS = ("-std=c11", "-O2", "-Wall", "-Werror")
 def compiled_launcher() -> Path | None:
     """``host_launcher.c`` built by ``cc`` (None without a C compiler): a host's
     launcher without an interpreter's start, about 10 ms of CPU less a host. Kept
-    between sessions as tests/cpp_build.py keeps its builds (under a key of the
-    compiler's version, the flags and the source; ``KVOFFLOAD_NO_BUILD_CACHE=1``: built
-    anew in a folder of the session)."""
+    between sessions by tests/cpp_build.py (under a key of the compiler's version, the
+    flags and the source; ``KVOFFLOAD_NO_BUILD_CACHE=1``: built anew in a folder of the
+    session)."""
     compiler = shutil.which("cc")
     if compiler is None:
         return None
-    digest = hashlib.sha256()
-    for part in (subprocess.run([compiler, "--version"], check=True, capture_output=True,
-                                text=True).stdout, "\0".join(LAUNCHER_FLAGS),
-                 LAUNCHER_SOURCE.read_text()):
-        digest.update(part.encode() + b"\0\0")
-    if os.environ.get("KVOFFLOAD_NO_BUILD_CACHE") == "1":
-        folder = tempfile.mkdtemp(prefix="kvoffload-launcher-")
-        atexit.register(shutil.rmtree, folder, True)
-        kept = Path(folder) / "host_launcher"
-    else:
-        from kvoffload.conformance.target.vllm_wheels import cache_dir
+    from cpp_build import kept_build
 
-        kept = cache_dir() / "c-builds" / digest.hexdigest()[:32] / "host_launcher"
-    if not kept.is_file():
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=kept.parent) as scratch:
-            made = Path(scratch) / "host_launcher"
-            subprocess.run([compiler, *LAUNCHER_FLAGS, "-o", str(made), str(LAUNCHER_SOURCE)],
-                           check=True, capture_output=True, text=True)
-            os.replace(made, kept)  # atomic: a concurrent session sees all of it or none
-    return kept
+    return kept_build(compiler, LAUNCHER_FLAGS, LAUNCHER_SOURCE)
 
 
 class HostZygote:

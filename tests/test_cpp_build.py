@@ -25,6 +25,9 @@ def test_every_input_changes_the_key(tmp_path: Path) -> None:
     source.write_text("int main() { return 0; }\n")
     header.write_text("// another header\n")
     assert build_key("g++", ["-O0"], source, header) != first
+    linked = build_key("g++", ["-O0"], source, header, libraries=["-lpthread"])
+    assert linked != build_key("g++", ["-O0"], source, header)
+    assert linked != build_key("g++", ["-O0", "-lpthread"], source, header)
 
 
 def test_a_kept_build_is_copied_and_a_failing_one_is_not_kept(

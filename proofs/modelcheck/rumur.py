@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,31 +91,45 @@ def source(bounds: Bounds, mutation: str | None = None, background: bool = False
     return text
 
 
+def compile_verifier(cc: str, cflags: Sequence[str], folder: Path) -> None:
+    """``cc CFLAGS -o model model.c -lpthread`` in ``folder``: rumur's generated C
+    built into the verifier, ``folder/model``."""
+    subprocess.run([cc, *cflags, "-o", "model", "model.c", "-lpthread"], cwd=folder,
+                   check=True, capture_output=True, text=True)
+
+
+Build = Callable[[str, Sequence[str], Path], None]
+"""How :func:`check` makes ``model`` from ``model.c`` in a folder (``cc``, ``cflags``,
+the folder): :func:`compile_verifier`, or a function that leaves the same program there
+(the tests keep one build per generated source, tests/proofs/conftest.py)."""
+
+
 def check(bounds: Bounds, *, symmetry: str = "exhaustive", threads: int = 1,
           mutation: str | None = None, workdir: Path | None = None,
           background: bool = False, node_failure: bool = False,
-          cflags: Sequence[str] = CFLAGS) -> RumurResult:
-    """Generate, compile (with ``cflags``) and run the verifier for ``bounds``; parse
-    its verdict. The verdict and the state count do not depend on ``cflags``; the time
-    to them does (TINY's verifier: about 2.7 s of CPU to compile at -O3, 0.7 s at -O0,
-    and it runs in a tenth of a second either way)."""
+          cflags: Sequence[str] = CFLAGS, build: Build = compile_verifier) -> RumurResult:
+    """Generate, compile (with ``cflags``, by ``build``) and run the verifier for
+    ``bounds``; parse its verdict. The verdict and the state count do not depend on
+    ``cflags``; the time to them does (TINY's verifier: about 2.7 s of CPU to compile at
+    -O3, 0.7 s at -O0, and it runs in a tenth of a second either way). rumur and the
+    compiler run in the work folder on relative names, so the generated C (whose checks
+    name the model's file in their messages) is the same in every folder."""
     exe, cc = shutil.which("rumur"), shutil.which("cc") or shutil.which("gcc")
     if exe is None or cc is None:
         raise RumurMissing("rumur and a C compiler are needed: apt-get install -y rumur gcc")
     with tempfile.TemporaryDirectory(prefix="kvoffload-rumur-") as tmp:
         where = workdir or Path(tmp)
-        model, c_file, binary = where / "model.m", where / "model.c", where / "model"
-        model.write_text(source(bounds, mutation, background, node_failure))
+        (where / "model.m").write_text(source(bounds, mutation, background, node_failure))
         t0 = time.perf_counter()
         subprocess.run([exe, f"--symmetry-reduction={symmetry}", "--deadlock-detection=off",
                         f"--threads={threads}", "--counterexample-trace=full",
-                        str(model), "--output", str(c_file)],
-                       check=True, capture_output=True, text=True)
+                        "model.m", "--output", "model.c"],
+                       cwd=where, check=True, capture_output=True, text=True)
         t1 = time.perf_counter()
-        subprocess.run([cc, *cflags, "-o", str(binary), str(c_file), "-lpthread"],
-                       check=True, capture_output=True, text=True)
+        build(cc, cflags, where)
         t2 = time.perf_counter()
-        run = subprocess.run([str(binary)], capture_output=True, text=True, check=False)
+        run = subprocess.run([str(where / "model")], capture_output=True, text=True,
+                             check=False)
         t3 = time.perf_counter()
     return parse(run.stdout + run.stderr, t1 - t0, t2 - t1, t3 - t2)
 

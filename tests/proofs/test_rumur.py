@@ -7,8 +7,9 @@ The parsing and the constants are tested without rumur; the runs need Debian's
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from proofs.modelcheck import rumur
@@ -136,3 +137,27 @@ def test_rumur_finds_the_same_mutant_with_a_trace_as_short(
     assert theirs.verdict == "violated"
     assert ours.violation.prop in theirs.error
     assert len(rumur.trace_rules(theirs.output)) == len(ours.violation.trace)
+
+
+class _Generated(Exception):
+    """Raised by a build that only reads the generated C."""
+
+
+@needs_rumur
+def test_the_generated_c_is_the_same_in_every_folder(tmp_path: Path) -> None:
+    """The tests keep one verifier per generated source (conftest.py's
+    ``_kept_verifier``): that source must not name the folder ``check`` ran in, or no
+    session would find the build of the one before."""
+    sources = []
+
+    def read(cc: str, cflags: Sequence[str], folder: Path) -> None:
+        sources.append((folder / "model.c").read_text())
+        raise _Generated
+
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        with pytest.raises(_Generated):
+            rumur.check(TINY, workdir=tmp_path / name, build=read)
+    assert sources[0] == sources[1]
+    assert str(tmp_path) not in sources[0]
+    assert '"model.m:' in sources[0]  # the checks' messages name the model's file
