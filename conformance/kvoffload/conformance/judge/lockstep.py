@@ -17,6 +17,7 @@ the slot its block was stored in" compares the target with itself through the sp
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -34,6 +35,7 @@ from kvoffload.spec import (
     MisuseError,
     Op,
     Phase,
+    Policy,
     StoreRejected,
     check_invariants,
     initial_state,
@@ -150,6 +152,13 @@ _held: dict[CacheState, None] = {}
 """Recent small states whose invariants held, by value (:func:`holds_invariants`)."""
 
 
+@functools.lru_cache(maxsize=64)
+def _initial(capacity: int, policy: Policy) -> CacheState:
+    """``initial_state(capacity, policy)``, one per tier: every example and every
+    replay starts from it, and its derived views are then made once."""
+    return initial_state(capacity, policy)
+
+
 def holds_invariants(state: CacheState) -> None:
     """``check_invariants(state)``, made once for each value among recent small states:
     the invariants are pure predicates of a state's fields, so a state equal to one that
@@ -198,7 +207,7 @@ class Lockstep:
         """Properties not checked (already failed earlier in the run): a divergence of
         one that only observes (lookup, events, epochs) is passed over; of another, it
         is still raised, and the caller discards this target."""
-        self.state: CacheState = initial_state(config.capacity, config.policy)
+        self.state: CacheState = _initial(config.capacity, config.policy)
         self.subscriber: set[Key] = set()
         self.trace: list[Call] = []
         self.seen: dict[Key, None] = {}
