@@ -176,8 +176,14 @@ def test_the_model_checker_traces_go_to_6_calls() -> None:
         next(modelcheck_traces(7, data))
 
 
-def test_tiny_cases_are_distinct_up_to_renaming() -> None:
-    cases = list(tiny_cases(4))
+def test_tiny_cases_are_distinct_up_to_renaming(short_corpus: Path) -> None:
+    """The TINY cases up to 4 calls (1,745), as the session's short corpus wrote them
+    (tests/conftest.py: ``tiny_cases(4)`` written as JSON, which test_corpus_cpp.py and
+    test_lmcache_backends.py replay): generating them again cost about 0.27 s of CPU."""
+    cases = [c for c in load_cases(short_corpus) if c["source"] == "tiny"]
+    index = json.loads((short_corpus / "index.json").read_text(encoding="utf-8"))
+    assert index["tiny_max_calls"] == 4
+    assert len(cases) == index["counts"]["tiny"] == 1745
     shapes = [(c["policy"] if c["level"] == "exact" else "",
                json.dumps([s["call"] for s in c["steps"]])) for c in cases]
     assert len(shapes) == len(set(shapes))

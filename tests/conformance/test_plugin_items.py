@@ -9,9 +9,14 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from inprocess_suite import SUITE
+
+from kvoffload.conformance.command import runner
+from kvoffload.conformance.command.runner import CheckResult
+from kvoffload.conformance.config import CheckConfig
 
 assert SUITE  # imported before any in-process run (see inprocess_suite)
 pytest_plugins = ["pytester"]
@@ -38,6 +43,31 @@ def _targets_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     the subject here. The plugin's items through hosts: test_conformance_plugin.py's
     test_targets_become_items_that_pass_or_fail."""
     monkeypatch.setenv("KVOFFLOAD_IN_PROCESS", "1")
+
+
+_CHECKED: dict[tuple[str, CheckConfig], CheckResult] = {}
+"""The inner sessions' checks, by target and configuration (see :func:`_one_check_each`)."""
+
+
+@pytest.fixture(autouse=True)
+def _one_check_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each target checked once for the module under one configuration: every inner
+    session here checks the same two targets at the same seed and budget (14 checks, 2
+    distinct: about 1.1 s of CPU), and a check at a fixed seed without a database gives
+    the same result every time. The items still run, write their reports and pass or
+    fail by that result; what they do with it (ids, selection, reruns) is the subject.
+    The plugin's item making its own check: test_conformance_plugin.py."""
+    real = runner.run_check
+
+    def once(target: str, config: CheckConfig, *args: Any, **kwargs: Any) -> CheckResult:
+        if args or kwargs or config.seed is None or config.database is not None:
+            return real(target, config, *args, **kwargs)
+        result = _CHECKED.get((target, config))
+        if result is None:
+            result = _CHECKED[target, config] = real(target, config)
+        return result
+
+    monkeypatch.setattr(runner, "run_check", once)
 
 
 @pytest.fixture

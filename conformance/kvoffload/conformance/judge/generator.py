@@ -244,9 +244,10 @@ class CallGenerator:
         self._options = (state, made)
         return made
 
-    def _still_running(self, group: _Group, key: Key) -> bool:
-        """Is ``group``'s copy of ``key`` still running (live, or left by a reset)?"""
-        state = self.state
+    @staticmethod
+    def _still_running(state: CacheState, group: _Group, key: Key) -> bool:
+        """Is ``group``'s copy of ``key`` still running in ``state`` (live, or left by a
+        reset)?"""
         if group.epoch < state.epoch:
             return state.orphan_of_job(key, group.kind, group.ticket) is not None
         block = state.table.get(key)
@@ -260,8 +261,9 @@ class CallGenerator:
         """The jobs still running (keys not yet completed), of ``kind`` (any if None),
         from before the last reset (``stale``) or from this epoch."""
         groups = []
+        state, still_running = self.state, self._still_running  # read once: each key asks
         for group in self.groups:
-            running = tuple(k for k in group.keys if self._still_running(group, k))
+            running = tuple(k for k in group.keys if still_running(state, group, k))
             if not running:
                 self.finished.append(group)
             elif len(running) == len(group.keys):  # every key still running: as it is
@@ -269,7 +271,7 @@ class CallGenerator:
             else:
                 groups.append(replace(group, keys=running))
         self.groups, self.finished = groups, self.finished[-8:]
-        epoch = self.state.epoch
+        epoch = state.epoch
         return [g for g in self.groups if (kind is None or g.kind is kind)
                 and (g.epoch < epoch if stale else g.epoch == epoch)]
 
