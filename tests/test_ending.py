@@ -131,6 +131,22 @@ def test_pytest_main_in_a_script_leaves_the_ending_to_the_script(tmp_path: Path)
     assert files == ["exit-handler", "finalized"]
 
 
+def test_the_session_ends_without_pytest_s_last_collections(tmp_path: Path) -> None:
+    """Garbage left in a reference cycle by the last test, whose finalizer raises: a plain
+    run reports it on stderr (pytest's warning after the summary, from its last
+    collections, in pytest 8.4 and later; else Python's own "Exception ignored" from the
+    teardown); the ending skips both (see tests/ending.py). Same status either way."""
+    body = ("import gc\n\nclass Raises:\n    def __del__(self):\n"
+            "        raise RuntimeError('raised by a finalizer')\n\n"
+            "def test_leaves_a_cycle():\n    gc.disable()\n"
+            "    cycle = Raises()\n    cycle.me = cycle\n")
+    ending = _run(_project(tmp_path, "cycle", body, True))
+    plain = _run(_project(tmp_path, "cycle", body, False))
+    assert ending[0] == plain[0] == 0
+    assert "raised by a finalizer" in plain[2]
+    assert "raised by a finalizer" not in ending[2]
+
+
 def test_only_a_process_started_as_pytest_ends_so() -> None:
     main = str(Path(pytest.__file__).with_name("__main__.py"))
     assert started_as_pytest([main, "-q"])
