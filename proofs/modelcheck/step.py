@@ -65,12 +65,17 @@ def step(model: Model, form: Form, node: Node, action: Action,
     try:
         new, out = model.apply(s, call, action.slots)
     except MisuseError as error:
+        # The call's answer, kept in the Outcome: without its traceback, whose frames
+        # (the caller's among them, by f_back) would hold the search's values in a
+        # reference cycle, which only the cyclic collector frees.
+        error.__traceback__ = None
         broken = _call_rules(rules, model, node, action, error, None)
         if broken is None and action.jobs and "legit_calls_accepted" in rules:
             broken = ("legit_calls_accepted", f"{call} completes a running copy but "
                       f"raised {error}")
         return _made(Outcome, (None, error, broken))
     except KvOffloadError as error:
+        error.__traceback__ = None  # as above
         if "no_internal_errors" in rules:
             return Outcome(None, error, ("no_internal_errors", f"{call} raised {error!r}"))
         return Outcome(None, error, _call_rules(rules, model, node, action, error, None))
@@ -161,7 +166,7 @@ def _differs(model: Model, node: Node, action: Action,
         want: tuple[object, Output] | Exception = spec_transition(
             node.state, action.call, action.slots)
     except MisuseError as error:
-        want = error
+        want = error.with_traceback(None)  # no cycle through this frame (see step)
     if isinstance(want, BaseException) or isinstance(got, BaseException):
         if type(want) is type(got):
             return None
