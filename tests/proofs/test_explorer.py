@@ -277,3 +277,21 @@ def test_a_search_leaves_nothing_in_a_reference_cycle() -> None:
         if enabled:
             gc.enable()
 
+
+def test_what_a_search_kept_joins_the_oldest_generation() -> None:
+    """No young collection goes over what a search kept (its result here): it is in the
+    oldest generation when explore() returns. Values the caller froze stay frozen, and
+    the collector is left enabled or not as it was."""
+    result = explore(_LRU, ONE_KEY)
+    young = gc.get_objects(0) + gc.get_objects(1)  # small lists, unlike the oldest's
+    assert gc.is_tracked(result)
+    assert not any(value is result for value in young)
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        gc.disable()
+        explore(_LRU, ONE_KEY)
+        assert (gc.get_freeze_count(), gc.isenabled()) == (frozen, False)
+    finally:
+        gc.enable()
+        gc.unfreeze()
