@@ -30,6 +30,7 @@ from kvoffload.spec import (
     StorePlan,
     unique,
 )
+from kvoffload.spec import apply as spec_apply
 from kvoffload.spec.laws import LAW_NAMES, Law, Step, laws_of
 
 from .model import Model, spec_transition
@@ -62,8 +63,9 @@ def step(model: Model, form: Form, node: Node, action: Action,
     """Run ``action`` on ``node`` with ``model``; check the call's rules that are in
     ``rules`` (the first one broken is reported)."""
     s, call = node.state, action.call
-    try:
-        new, out = model.apply(s, call, action.slots)
+    try:  # the spec's own transition unless the model replaces some (Model.apply, one call less)
+        new, out = (model.apply(s, call, action.slots) if model.replaced
+                    else spec_apply(s, call, None, action.slots))
     except MisuseError as error:
         # The call's answer, kept in the Outcome: without its traceback, whose frames
         # (the caller's among them, by f_back) would hold the search's values in a
