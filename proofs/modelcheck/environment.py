@@ -79,6 +79,9 @@ class Environment:
         self._fail_node = Action(Call(Op.FAIL_NODE))
         self._made: dict[tuple[object, ...], Action] = {}
         """The completions made so far (:meth:`_completion`), each made once."""
+        self._late: dict[int, tuple[Action, ...]] = {}
+        """Ticket form: per ticket, the completions of every key and kind by it
+        (:meth:`_not_running`), made once."""
 
     def actions(self, node: Node, classes: Sequence[int] | None) -> Iterator[Action]:
         """Every call the environment may make in ``node``, up to symmetry.
@@ -217,10 +220,13 @@ class Environment:
         report with no job behind it (as in the old alphabet)."""
         if self.form is Form.TICKET:
             ticket = finished_ticket(node)
-            for op in (Op.COMPLETE_STORE, Op.COMPLETE_LOAD):
-                for key in self.bounds.keys:
-                    for success in _OUTCOMES[op]:
-                        yield self._completion(op, (key,), ticket, success)
+            late = self._late.get(ticket)
+            if late is None:
+                late = self._late[ticket] = tuple(
+                    self._completion(op, (key,), ticket, success)
+                    for op in (Op.COMPLETE_STORE, Op.COMPLETE_LOAD)
+                    for key in self.bounds.keys for success in _OUTCOMES[op])
+            yield from late
             return
         for kind, key, ticket in node.done:
             op = _OPS[kind]
