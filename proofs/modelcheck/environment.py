@@ -79,6 +79,12 @@ class Environment:
         self._fail_node = Action(Call(Op.FAIL_NODE))
         self._made: dict[tuple[object, ...], Action] = {}
         """The completions made so far (:meth:`_completion`), each made once."""
+        self._late: dict[int, tuple[Action, ...]] = {}
+        """Ticket form: per ticket, the completions of every key and kind by it
+        (:meth:`_not_running`), made once."""
+        self._finishing: dict[tuple[tuple[Job, ...], str], tuple[Action, ...]] = {}
+        """Per outstanding jobs and kind, their completions (:meth:`_completions`), made
+        once: a few hundred sets of jobs recur in thousands of nodes."""
 
     def actions(self, node: Node, classes: Sequence[int] | None) -> Iterator[Action]:
         """Every call the environment may make in ``node``, up to symmetry.
@@ -194,11 +200,18 @@ class Environment:
             found = self._made[made] = Action(call, jobs=jobs)
         return found
 
-    def _completions(self, node: Node, kind: str) -> Iterator[Action]:
+    def _completions(self, node: Node, kind: str) -> tuple[Action, ...]:
         """Completions of outstanding jobs, one key each; a lone key may also be named
         twice (duplicates)."""
+        found = self._finishing.get((node.jobs, kind))
+        if found is None:
+            found = self._finishing[node.jobs, kind] = tuple(self._finish(node.jobs, kind))
+        return found
+
+    def _finish(self, outstanding: tuple[Job, ...], kind: str) -> Iterator[Action]:
+        """:meth:`_completions` of these outstanding jobs."""
         op = Op.COMPLETE_STORE if kind == STORE else Op.COMPLETE_LOAD
-        jobs = sorted(set(j for j in node.jobs if j[0] == kind))
+        jobs = sorted(set(j for j in outstanding if j[0] == kind))
         outcomes = (True, False) if kind == STORE else (True,)
         for job in jobs:
             for success in outcomes:
@@ -217,10 +230,13 @@ class Environment:
         report with no job behind it (as in the old alphabet)."""
         if self.form is Form.TICKET:
             ticket = finished_ticket(node)
-            for op in (Op.COMPLETE_STORE, Op.COMPLETE_LOAD):
-                for key in self.bounds.keys:
-                    for success in _OUTCOMES[op]:
-                        yield self._completion(op, (key,), ticket, success)
+            late = self._late.get(ticket)
+            if late is None:
+                late = self._late[ticket] = tuple(
+                    self._completion(op, (key,), ticket, success)
+                    for op in (Op.COMPLETE_STORE, Op.COMPLETE_LOAD)
+                    for key in self.bounds.keys for success in _OUTCOMES[op])
+            yield from late
             return
         for kind, key, ticket in node.done:
             op = _OPS[kind]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from functools import cache
 
 from kvoffload.spec import INVARIANTS, CopyKind, Phase
 from kvoffload.spec.laws import LAW_NAMES
@@ -122,7 +123,19 @@ catch alone, and the default test tier pays for the laws only where they are the
 
 def broken(node: Node, selected: frozenset[str]) -> str | None:
     """The first selected node property ``node`` breaks, or None."""
-    for prop in NODE_PROPERTIES:
-        if prop.__name__ in selected and not prop(node):
-            return prop.__name__
+    state = node.state
+    for name, invariant, holds in _checked_in(selected):
+        if not (holds(node) if invariant is None else invariant(state)):
+            return name
     return None
+
+
+@cache
+def _checked_in(selected: frozenset[str]) -> tuple[
+        tuple[str, Callable[..., bool] | None, NodeProperty], ...]:
+    """The selected node properties in :data:`NODE_PROPERTIES` order, each with the
+    spec's invariant it lifts (None: an environment property), which is called on the
+    state directly: a search asks this of every node it finds, in one loop."""
+    invariants = {inv.__name__: inv for inv in INVARIANTS}
+    return tuple((prop.__name__, invariants.get(prop.__name__), prop)
+                 for prop in NODE_PROPERTIES if prop.__name__ in selected)

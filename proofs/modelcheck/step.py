@@ -30,6 +30,7 @@ from kvoffload.spec import (
     StorePlan,
     unique,
 )
+from kvoffload.spec import apply as spec_apply
 from kvoffload.spec.laws import LAW_NAMES, Law, Step, laws_of
 
 from .model import Model, spec_transition
@@ -62,15 +63,21 @@ def step(model: Model, form: Form, node: Node, action: Action,
     """Run ``action`` on ``node`` with ``model``; check the call's rules that are in
     ``rules`` (the first one broken is reported)."""
     s, call = node.state, action.call
-    try:
-        new, out = model.apply(s, call, action.slots)
+    try:  # the spec's own transition unless the model replaces some (Model.apply, one call less)
+        new, out = (model.apply(s, call, action.slots) if model.replaced
+                    else spec_apply(s, call, None, action.slots))
     except MisuseError as error:
+        # The call's answer, kept in the Outcome: without its traceback, whose frames
+        # (the caller's among them, by f_back) would hold the search's values in a
+        # reference cycle, which only the cyclic collector frees.
+        error.__traceback__ = None
         broken = _call_rules(rules, model, node, action, error, None)
         if broken is None and action.jobs and "legit_calls_accepted" in rules:
             broken = ("legit_calls_accepted", f"{call} completes a running copy but "
                       f"raised {error}")
         return _made(Outcome, (None, error, broken))
     except KvOffloadError as error:
+        error.__traceback__ = None  # as above
         if "no_internal_errors" in rules:
             return Outcome(None, error, ("no_internal_errors", f"{call} raised {error!r}"))
         return Outcome(None, error, _call_rules(rules, model, node, action, error, None))
@@ -161,7 +168,7 @@ def _differs(model: Model, node: Node, action: Action,
         want: tuple[object, Output] | Exception = spec_transition(
             node.state, action.call, action.slots)
     except MisuseError as error:
-        want = error
+        want = error.with_traceback(None)  # no cycle through this frame (see step)
     if isinstance(want, BaseException) or isinstance(got, BaseException):
         if type(want) is type(got):
             return None

@@ -7,7 +7,8 @@ differ only by a renaming of keys and slots behave alike, and the explorer keeps
 
 The canonical form used here is the multiset of per-key *components*: everything the
 node says about one key (its block, orphans, jobs, recency positions, whether it was
-announced), with the key's slots renumbered in the order its component lists them.
+announced), with the key's slots renumbered in the order its component lists them (a
+form names each component by a number, :data:`_NUMBERS`).
 When no slot is shared between keys, a node is the disjoint union of its components,
 so this multiset (with the epoch and ARC's ``p``) determines the node up to renaming,
 and two renamings of one node give the same multiset: the form is exact and needs no
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 from functools import lru_cache
-from itertools import permutations
+from itertools import count, permutations
 
 from kvoffload.spec import ArcLists, Block, LruOrder, Orphan
 
@@ -87,7 +88,7 @@ def canonical(node: Node, keys: tuple[str, ...]) -> tuple[Form, tuple[int, ...] 
     for key in keys:
         block, own, running, finished = (blocks.get(key), orphans.get(key, ()),
                                          jobs.get(key, ()), done.get(key, ()))
-        component = () if block is None and not own and not running and not finished \
+        component = 0 if block is None and not own and not running and not finished \
             else _own_component(block, tuple(own), tuple(running), tuple(finished))
         sigs.append((component, tuple(where.get(key, ())), key in announced))
     ordered = sorted(sigs)
@@ -98,11 +99,24 @@ def canonical(node: Node, keys: tuple[str, ...]) -> tuple[Form, tuple[int, ...] 
 
 @lru_cache(maxsize=1 << 16)
 def _own_component(block: Block | None, orphans: tuple[Orphan, ...], jobs: tuple[Job, ...],
-                   done: tuple[tuple[str, int], ...]) -> tuple[object, ...]:
-    """:func:`_component` with the key's own slot numbering, computed once per distinct
-    argument (a key with nothing gets ``()`` without it): a TINY exploration of spec-arc
-    asks for 59,132 components, of which 291 are distinct."""
-    return _component(block, orphans, jobs, done, {})
+                   done: tuple[tuple[str, int], ...]) -> int:
+    """The number of :func:`_component` with the key's own slot numbering
+    (:data:`_NUMBERS`), computed once per distinct argument (a key with nothing gets 0
+    without it): a TINY exploration of spec-arc asks for 59,132 components, of which 291
+    are distinct."""
+    return _NUMBERS.setdefault(_component(block, orphans, jobs, done, {}), next(_NEXT))
+
+
+_NUMBERS: dict[tuple[object, ...], int] = {(): 0}
+"""Each component met in this process, by a number of its own (the empty one 0): a form
+holds these numbers, not the components, which are deep tuples that a search would hash
+and compare again each time it meets the form. Equal components get one number and
+distinct ones distinct numbers, so the forms are equal exactly when the components'
+multisets are, and keys get the same classes; the order of a form's signatures is by
+number, one fixed order as good as any."""
+_NEXT = count(1)
+"""The numbers handed out: one per call (``next`` is atomic), so two threads never give
+two components one number."""
 
 
 def _component(block: Block | None, orphans: Iterable[Orphan], jobs: Iterable[Job],
