@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
-import inspect
 import pickle
 
 import pytest
 
 from kvoffload.spec import (
     ASSUMPTIONS,
-    Block,
-    Completion,
-    LoadPlan,
     LookupResult,
-    Orphan,
     Phase,
     Policy,
-    StorePlan,
     complete_store,
     initial_state,
 )
@@ -60,26 +53,3 @@ def test_module_tables_are_read_only() -> None:
         ASSUMPTIONS["no-misuse"] = ASSUMPTIONS["unique-keys"]  # type: ignore[index]  # refused
     with pytest.raises(TypeError):
         spec_transitions._LOOKUP[Phase.STORING] = LookupResult.MISS  # type: ignore[index]  # refused
-
-
-@pytest.mark.parametrize("cls", [Block, Orphan, StorePlan, LoadPlan, Completion])
-def test_values_built_at_once_are_the_dataclasses_they_declare(cls: type) -> None:
-    """These classes set their fields at once (their own ``__init__``, for speed): the
-    parameters, defaults and order of the constructor ``@dataclass`` generates from
-    their fields, and still frozen."""
-    fields = dataclasses.fields(cls)
-    twin = dataclasses.make_dataclass(cls.__name__, [
-        (f.name, f.type) if f.default is dataclasses.MISSING
-        else (f.name, f.type, dataclasses.field(default=f.default)) for f in fields],
-        frozen=True)
-
-    def parameters(of: type) -> list[tuple[str, object, object]]:
-        return [(p.name, p.default, p.kind) for p in inspect.signature(of).parameters.values()]
-
-    assert parameters(cls) == parameters(twin)
-    values = {f.name: (f.name,) for f in fields}
-    built = cls(**values)
-    assert dataclasses.asdict(built) == dataclasses.asdict(twin(**values)) == values
-    assert built == cls(*values.values())
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        setattr(built, fields[0].name, ())

@@ -1,9 +1,4 @@
-"""What each operation returns besides the new state: plain frozen values.
-
-The classes a transition builds on every call set their fields at once (their own
-``__init__``, as :class:`~kvoffload.spec.state.Block` does), with the signature and
-defaults the frozen dataclass's generated constructor has (tests/spec/test_frozen.py).
-"""
+"""What each operation returns besides the new state: plain frozen values."""
 
 from __future__ import annotations
 
@@ -26,10 +21,6 @@ class StorePlan:
     epoch: int
     ticket: Ticket
 
-    def __init__(self, keys: tuple[Key, ...], slots: tuple[int, ...], evicted: tuple[Key, ...],
-                 epoch: int, ticket: Ticket) -> None:
-        self.__dict__.update(keys=keys, slots=slots, evicted=evicted, epoch=epoch, ticket=ticket)
-
 
 @dataclass(frozen=True)
 class StoreRejected:
@@ -51,10 +42,6 @@ class LoadPlan:
     epoch: int
     ticket: Ticket
 
-    def __init__(self, keys: tuple[Key, ...], slots: tuple[int, ...], epoch: int,
-                 ticket: Ticket) -> None:
-        self.__dict__.update(keys=keys, slots=slots, epoch=epoch, ticket=ticket)
-
 
 @dataclass(frozen=True)
 class Completion:
@@ -70,10 +57,6 @@ class Completion:
     applied: tuple[Key, ...] = ()
     released: tuple[Key, ...] = ()
     ignored: tuple[Key, ...] = ()
-
-    def __init__(self, applied: tuple[Key, ...] = (), released: tuple[Key, ...] = (),
-                 ignored: tuple[Key, ...] = ()) -> None:
-        self.__dict__.update(applied=applied, released=released, ignored=ignored)
 
 
 @dataclass(frozen=True)

@@ -67,15 +67,6 @@ class Block:
     ticket: Ticket | None = None
     loads: tuple[Ticket, ...] = ()
 
-    def __init__(self, key: Key, phase: Phase, slot: int, ticket: Ticket | None = None,
-                 loads: tuple[Ticket, ...] = ()) -> None:
-        # The fields at once, in the instance's __dict__, as changed() builds a state:
-        # the constructor @dataclass generates for a frozen class sets each by a call of
-        # object.__setattr__ (1.1 against 0.6 us for five fields; a model checker's
-        # search builds a block per store, completion and load). Same signature and
-        # defaults as that one (tests/spec/test_frozen.py), and still frozen.
-        self.__dict__.update(key=key, phase=phase, slot=slot, ticket=ticket, loads=loads)
-
     @property
     def readers(self) -> int:
         """How many loads are reading the block."""
@@ -95,10 +86,6 @@ class Orphan:
     epoch: int
     slot: int
     tickets: tuple[Ticket, ...]
-
-    def __init__(self, key: Key, kind: CopyKind, epoch: int, slot: int,
-                 tickets: tuple[Ticket, ...]) -> None:
-        self.__dict__.update(key=key, kind=kind, epoch=epoch, slot=slot, tickets=tickets)
 
     @property
     def count(self) -> int:
