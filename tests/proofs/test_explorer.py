@@ -261,19 +261,20 @@ def test_a_search_leaves_nothing_in_a_reference_cycle() -> None:
     traceback's frames, the search's own frame (the last answer it read, or the spec's
     answer a mutant's is compared with), and with it every node the search met, in a
     cycle only the collector frees (hundreds of values at ONE_KEY, 458,000 after
-    spec-arc+background-eviction's TINY search). Three searches, two full collections
-    (each about 0.05 s in the default tier)."""
-    gc.collect()
+    spec-arc+background-eviction's TINY search). The session's heap is frozen first, so
+    the one collection goes over what the three searches left alone (a full collection of
+    the default tier's heap costs about a second)."""
     enabled = gc.isenabled()
     gc.disable()
+    gc.freeze()
     try:
         for setup in (replace(_LRU, eviction=Eviction.BACKGROUND),  # misuse last
                       CHECKS_BY_NAME["mutant:CompleteLoadCountsDuplicates+unique-keys"].setup,
                       CHECKS_BY_NAME["mutant:CompleteLoadCountsDuplicates"].setup):  # violated
             explore(setup, ONE_KEY)
-        gc.disable()
         assert gc.collect() == 0
     finally:
+        gc.unfreeze()
         if enabled:
             gc.enable()
 
