@@ -70,13 +70,23 @@ def _run(folder: Path, command: list[str] | None = None) -> tuple[int, str, str,
                                                      if p.name in ("exit-handler", "finalized"))
 
 
+CYCLE = ("import gc\n\nclass Raises:\n    def __del__(self):\n"
+         "        raise RuntimeError('raised by a finalizer')\n\n"
+         "def test_leaves_a_cycle():\n    gc.disable()\n"
+         "    cycle = Raises()\n    cycle.me = cycle\n")
+"""A last test that leaves garbage in a reference cycle whose finalizer raises."""
+
+
 def test_a_failed_run_ends_with_its_status_output_and_exit_handlers_without_teardown(
     tmp_path: Path,
 ) -> None:
-    status, out, _, files = _run(_project(tmp_path, "failed", SCENARIOS["failed"], True))
+    """... and without pytest's last collections (the cycle's finalizer never runs)."""
+    body = SCENARIOS["failed"] + "\n" + CYCLE
+    status, out, err, files = _run(_project(tmp_path, "failed", body, True))
     assert status == 1
-    assert out.rstrip().endswith("1 failed, 1 passed in Ts")
+    assert out.rstrip().endswith("1 failed, 2 passed in Ts")
     assert files == ["exit-handler"]  # no "finalized": the teardown did not run
+    assert "raised by a finalizer" not in err
 
 
 @pytest.mark.wide
@@ -131,17 +141,15 @@ def test_pytest_main_in_a_script_leaves_the_ending_to_the_script(tmp_path: Path)
     assert files == ["exit-handler", "finalized"]
 
 
+@pytest.mark.wide
 def test_the_session_ends_without_pytest_s_last_collections(tmp_path: Path) -> None:
     """Garbage left in a reference cycle by the last test, whose finalizer raises: a plain
     run reports it on stderr (pytest's warning after the summary, from its last
     collections, in pytest 8.4 and later; else Python's own "Exception ignored" from the
-    teardown); the ending skips both (see tests/ending.py). Same status either way."""
-    body = ("import gc\n\nclass Raises:\n    def __del__(self):\n"
-            "        raise RuntimeError('raised by a finalizer')\n\n"
-            "def test_leaves_a_cycle():\n    gc.disable()\n"
-            "    cycle = Raises()\n    cycle.me = cycle\n")
-    ending = _run(_project(tmp_path, "cycle", body, True))
-    plain = _run(_project(tmp_path, "cycle", body, False))
+    teardown); the ending skips both (see tests/ending.py), as the default tier's failed
+    run checks. Same status either way."""
+    ending = _run(_project(tmp_path, "cycle", CYCLE, True))
+    plain = _run(_project(tmp_path, "cycle", CYCLE, False))
     assert ending[0] == plain[0] == 0
     assert "raised by a finalizer" in plain[2]
     assert "raised by a finalizer" not in ending[2]
