@@ -23,12 +23,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvoffload.spec import Call, LoadPlan, Op, StorePlan, excluded_by
 
 from ..adapter_api import Adapter, Capabilities
-from ..command.runner import CheckResult, Failure, coverage
 from ..config import CheckConfig
 from ..errors import PropertyViolation
 from ..judge.guard import Interrupted, stop_requested, timed_calls
@@ -38,6 +37,9 @@ from ..target.isolation import mark_running
 from ..target.remote import target_session
 from ..target.targets import Prepared, with_target_defaults
 from .corpus import load_cases
+
+if TYPE_CHECKING:
+    from ..command.runner import CheckResult
 
 NEVER_ISSUED_OFFSET = 1_000_000
 """A completion naming ``u0`` (no plan issued it) sends the spec a ticket this far past
@@ -170,6 +172,11 @@ def replay_corpus(target: str, config: CheckConfig, directory: Path, obj: Any = 
     raises: UsageError (bad target or options), OSError / ValueError / KeyError (an
     unreadable corpus)
     """
+    # Here, not at the module's import: the runner imports Hypothesis's engine, which a
+    # replay of single cases (replay_case: tests/vllm_replay.py's ``python -O`` child,
+    # about 0.2 s of its CPU) never uses.
+    from ..command.runner import CheckResult, Failure, coverage
+
     cases = load_cases(directory)
     config = with_target_defaults(target, config)  # lmcache==: one chunk per call
     start = time.perf_counter()
