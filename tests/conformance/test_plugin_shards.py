@@ -20,6 +20,11 @@ BUDGET = ["--kvoffload-max-examples=12", "--kvoffload-steps=40", "--kvoffload-no
 OTHER_PLUGINS_OFF = ("-p", "no:benchmark", "-p", "no:anyio")
 """As in test_plugin_items.py: plugins the kvoffload plugin does not touch, off in the
 xdist run's workers."""
+LIGHT_WORKERS = ("--assert=plain", "-p", "no:unraisableexception")
+"""Nor what the inner session, whose items are the plugin's alone, does not use: assertion
+rewriting (each worker read kvoffload's modules through pytest's rewriting importer, the
+plugin's package being marked for it) and the unraisable-exception check (a full
+collection of each worker's heap, twice, as it ends): about 0.12 s of CPU a worker."""
 
 
 @pytest.fixture(autouse=True)
@@ -66,7 +71,7 @@ def test_shards_split_the_budget_with_disjoint_seeds_and_merge_per_target(
         f"--kvoffload-target={REFERENCE}", f"--kvoffload-target={MUTANT}",
         "--kvoffload-shards=2", "--kvoffload-seed=10", *BUDGET,
         "--kvoffload-junit=junit.xml", "-n", "2", "--dist", dist,
-        "-p", "no:cacheprovider", *OTHER_PLUGINS_OFF)
+        "-p", "no:cacheprovider", *OTHER_PLUGINS_OFF, *LIGHT_WORKERS)
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines([f"*kvoffload[[]{MUTANT}#shard2of2[]]*"])
     merged = {}
