@@ -58,10 +58,10 @@ from kvoffload.spec import (
     Policy,
     StorePlan,
     StoreRejected,
-    apply,
-    initial_state,
 )
 from kvoffload.spec.scenarios import SCENARIOS
+
+from ..judge.lockstep import assumed_away, initial, spec_apply
 
 CORPUS_VERSION = 1
 SCHEMA_FILE = Path(__file__).with_name("corpus_schema.json")
@@ -125,7 +125,7 @@ def _step(state: CacheState, call: Call, names: _Names) -> tuple[CacheState, dic
     """(next state, the step as JSON, whether an eviction in it had a choice)."""
     call_json = _call_json(call, names)
     try:
-        new, output = apply(state, call)
+        new, output = spec_apply(state, call)
     except MisuseError as error:
         return state, {"call": call_json, "expect": {"kind": "error", "family": error.code},
                        "held": _held(state, names)}, False
@@ -168,8 +168,12 @@ def _step(state: CacheState, call: Call, names: _Names) -> tuple[CacheState, dic
 
 def case_json(name: str, source: str, about: str, capacity: int, policy: Policy,
               calls: Sequence[Call]) -> dict[str, Any]:
-    """One case: the calls with the spec's answers, tagged with what it needs."""
-    state = initial_state(capacity, policy)
+    """One case: the calls with the spec's answers, tagged with what it needs.
+
+    Each call is asked of the spec once: whether ``no-misuse`` rules it out and its
+    answer are one ``apply`` (:func:`~kvoffload.conformance.judge.lockstep.assumed_away`
+    keeps the answer its step then reads), from the judge's one empty state per tier."""
+    state = initial(capacity, policy)
     names = _Names()
     steps = []
     chose = False
@@ -177,7 +181,7 @@ def case_json(name: str, source: str, about: str, capacity: int, policy: Policy,
     pending = False
     for number, call in enumerate(calls, 1):
         for assumption in ASSUMPTIONS.values():
-            if assumption.excludes(state, call):
+            if assumed_away(state, call, (assumption,)):
                 excluded.add(assumption.name)
         state, step, choice = _step(state, call, names)
         # A choice in the last call leaves no later answer depending on it: the case
