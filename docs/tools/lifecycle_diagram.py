@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kvoffload.spec import Policy
 
-from .lifecycle_projection import Bounds, effects_of, explore
+from .lifecycle_projection import Bounds, distinct_effects, explore
 from .lifecycle_render import Exploration, render_dot, render_table
 
 DOCS = Path(__file__).resolve().parents[1]
@@ -40,8 +40,7 @@ def run(bounds: Bounds) -> Exploration:
     The pages are drawn from the distinct effects only (their edges and cells are sets):
     the 32,466 effects of the two explorations are 160 distinct ones."""
     states, steps = explore(bounds)
-    return Exploration(bounds, len(states), len(steps),
-                       list(dict.fromkeys(effects_of(steps, bounds.keys))))
+    return Exploration(bounds, len(states), len(steps), distinct_effects(steps, bounds.keys))
 
 
 def generate(main: Bounds = MAIN, extra: Bounds = EXTRA) -> dict[Path, str]:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
+from typing import NamedTuple
 
 from proofs.modelcheck.explorer import Search
 
@@ -66,11 +68,12 @@ class Bounds:
                 f"at most {self.resets} reset(s), at most {self.readers} readers per block")
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """One call from one reachable state: what it returned or the misuse error it raised.
 
     A rejected call changes nothing, so ``after`` is ``before`` when ``error`` is set.
+    (A tuple: one is made per step, 30,897 in the two explorations, and a frozen
+    dataclass takes several times as long to make.)
     """
 
     before: CacheState
@@ -102,20 +105,28 @@ def calls_from(state: CacheState, bounds: Bounds) -> Iterator[Call]:
     """The alphabet offered in ``state``: one-key calls of every operation and form."""
     for key in bounds.keys:
         keys = (key,)
-        yield Call(Op.LOOKUP, keys)
+        yield _call(Op.LOOKUP, keys)
         block = state.table.get(key)
         if block is None or block.readers < bounds.readers:
-            yield Call(Op.PREPARE_LOAD, keys)
-        yield Call(Op.TOUCH, keys)
-        yield Call(Op.PREPARE_STORE, keys)
+            yield _call(Op.PREPARE_LOAD, keys)
+        yield _call(Op.TOUCH, keys)
+        yield _call(Op.PREPARE_STORE, keys)
         for ticket in _tickets(state, key, CopyKind.LOAD):
-            yield Call(Op.COMPLETE_LOAD, keys, ticket=ticket)
+            yield _call(Op.COMPLETE_LOAD, keys, ticket=ticket)
         for ticket in _tickets(state, key, CopyKind.STORE):
             for success in (True, False):
-                yield Call(Op.COMPLETE_STORE, keys, success=success, ticket=ticket)
+                yield _call(Op.COMPLETE_STORE, keys, success=success, ticket=ticket)
     if state.epoch < bounds.resets:
-        yield Call(Op.RESET_CACHE)
-    yield Call(Op.TAKE_EVENTS)
+        yield _call(Op.RESET_CACHE)
+    yield _call(Op.TAKE_EVENTS)
+
+
+@cache
+def _call(op: Op, keys: tuple[Key, ...] = (), success: bool = True,
+          ticket: int | None = None) -> Call:
+    """``Call(op, keys, success=success, ticket=ticket)``, made once (a call is a frozen
+    value; the explorations offer the same few hundred calls in every state)."""
+    return Call(op, keys, success=success, ticket=ticket)
 
 
 def take_step(state: CacheState, call: Call) -> Step:
@@ -260,6 +271,15 @@ def effects_of(steps: Iterable[Step], keys: Sequence[Key]) -> Iterator[Effect]:
                 yield effect(step, key)
 
 
+def distinct_effects(steps: Iterable[Step], keys: Sequence[Key]) -> list[Effect]:
+    """``list(dict.fromkeys(effects_of(steps, keys)))``: each distinct effect once, in the
+    order first met, an :class:`Effect` made for each distinct one only (an effect
+    equals another exactly when its fields do)."""
+    distinct = dict.fromkeys(_fields(step, key) for step in steps for key in keys
+                             if concerns(step, key))
+    return [Effect(*fields) for fields in distinct]
+
+
 def call_form(step: Step, key: Key) -> str:
     """The call of ``step`` as seen from ``key``: ``complete_store([k], ticket=pre-reset)``."""
     call = step.call
@@ -319,20 +339,29 @@ def _copy_changes(step: Step, key: Key) -> tuple[tuple[CopyKind, CopyChange], ..
 
 def effect(step: Step, key: Key) -> Effect:
     """What ``step`` did to ``key``."""
+    return Effect(*_fields(step, key))
+
+
+_Fields = tuple[str, Op, bool, KeyPhase, KeyPhase, str, str | None, int,
+                tuple[tuple[CopyKind, CopyChange], ...], bool, bool]
+
+
+def _fields(step: Step, key: Key) -> _Fields:
+    """The fields of :func:`effect`'s answer, in :class:`Effect`'s order."""
     before = key_phase(step.before, key)
     same = step.after is step.before  # the state itself (two steps in three): no change
-    return Effect(
-        call=call_form(step, key),
-        op=step.call.op,
-        named=key in step.call.keys,
-        before=before,
-        after=before if same else key_phase(step.after, key),
-        result=_result(step, key),
-        error_code=None if step.error is None else step.error.code,
-        readers_delta=0 if same else readers(step.after, key) - readers(step.before, key),
-        copies=() if same else _copy_changes(step, key),
-        recency_changed=not same and step.before.recency != step.after.recency,
-        state_changed=not same and step.before != step.after,
+    return (
+        call_form(step, key),  # call
+        step.call.op,  # op
+        key in step.call.keys,  # named
+        before,
+        before if same else key_phase(step.after, key),  # after
+        _result(step, key),  # result
+        None if step.error is None else step.error.code,  # error_code
+        0 if same else readers(step.after, key) - readers(step.before, key),  # readers_delta
+        () if same else _copy_changes(step, key),  # copies
+        not same and step.before.recency != step.after.recency,  # recency_changed
+        not same and step.before != step.after,  # state_changed
     )
 
 

@@ -48,7 +48,7 @@ from kvoffload.conformance.corpus.corpus import (
     tiny_cases,
 )
 from kvoffload.conformance.corpus.corpus_replay import applies, replay_case, replay_corpus
-from kvoffload.conformance.corpus.corpus_write import selftest_cases, write_corpus
+from kvoffload.conformance.corpus.corpus_write import case_text, selftest_cases, write_corpus
 from kvoffload.conformance.errors import PropertyViolation
 from kvoffload.conformance.selftest.selftest import CATALOGUE
 from kvoffload.conformance.target.targets import prepare
@@ -144,6 +144,21 @@ def test_the_schema_rejects_a_malformed_case(cases: tuple[dict[str, Any], ...]) 
     case["steps"][0]["expect"] = {"kind": "lookup", "result": "MAYBE"}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(case, schema)
+
+
+def test_a_case_file_is_what_json_dumps_writes(corpus: Path,
+                                               cases: tuple[dict[str, Any], ...]) -> None:
+    """The writer's own encoder (corpus_write.case_text) gives ``json.dumps(case,
+    indent=1)`` and a newline, character for character: every case but the TINY ones
+    (the same kinds of values), and values a case never holds, which go to json."""
+    for case in cases:
+        if case["source"] != "tiny":
+            text = (corpus / "cases" / f"{case['name']}.json").read_text(encoding="utf-8")
+            assert text == json.dumps(case, indent=1) + "\n" == case_text(case)
+    odd = {"float": 1.5, "nan": float("nan"), "non-ascii": "é\u2028\x00\"", "empty": [{}, []],
+           "nested": [[[True, False, None, -3]]], "big": 2**70, "tuple": (1, "x")}
+    for value in [odd, {1: "int key"}, {"": {"a": {1.0: 2}}}, [odd, odd], {}]:
+        assert case_text(value) == json.dumps(value, indent=1) + "\n"  # type: ignore[arg-type]  # not a case
 
 
 def test_index_counts_each_source(corpus: Path) -> None:

@@ -153,7 +153,7 @@ _held: dict[CacheState, None] = {}
 
 
 @functools.lru_cache(maxsize=64)
-def _initial(capacity: int, policy: Policy) -> CacheState:
+def initial(capacity: int, policy: Policy) -> CacheState:
     """``initial_state(capacity, policy)``, one per tier: every example and every
     replay starts from it, and its derived views are then made once."""
     return initial_state(capacity, policy)
@@ -207,7 +207,7 @@ class Lockstep:
         """Properties not checked (already failed earlier in the run): a divergence of
         one that only observes (lookup, events, epochs) is passed over; of another, it
         is still raised, and the caller discards this target."""
-        self.state: CacheState = _initial(config.capacity, config.policy)
+        self.state: CacheState = initial(config.capacity, config.policy)
         self.subscriber: set[Key] = set()
         self.trace: list[Call] = []
         self.seen: dict[Key, None] = {}
