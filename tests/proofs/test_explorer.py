@@ -9,10 +9,13 @@ last node (a node property), or from its last node on (liveness).
 
 from __future__ import annotations
 
-import gc
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 
+import collector_checks
 import pytest
 from proofs.modelcheck import explorer
 from proofs.modelcheck.bounds import TINY, Bounds
@@ -255,44 +258,12 @@ def test_a_search_shares_only_with_its_own_family() -> None:
             explore(other, bounds, shared=shared)
 
 
-def test_a_search_leaves_nothing_in_a_reference_cycle() -> None:
-    """explore() pauses the cyclic collector and counts on reference counting alone to
-    free what the search drops: a misuse error kept as a call's answer held, by its
-    traceback's frames, the search's own frame (the last answer it read, or the spec's
-    answer a mutant's is compared with), and with it every node the search met, in a
-    cycle only the collector frees (hundreds of values at ONE_KEY, 458,000 after
-    spec-arc+background-eviction's TINY search). The session's heap is frozen first, so
-    the one collection goes over what the three searches left alone (a full collection of
-    the default tier's heap costs about a second)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    gc.freeze()
-    try:
-        for setup in (replace(_LRU, eviction=Eviction.BACKGROUND),  # misuse last
-                      CHECKS_BY_NAME["mutant:CompleteLoadCountsDuplicates+unique-keys"].setup,
-                      CHECKS_BY_NAME["mutant:CompleteLoadCountsDuplicates"].setup):  # violated
-            explore(setup, ONE_KEY)
-        assert gc.collect() == 0
-    finally:
-        gc.unfreeze()
-        if enabled:
-            gc.enable()
-
-
-def test_what_a_search_kept_joins_the_oldest_generation() -> None:
-    """No young collection goes over what a search kept (its result here): it is in the
-    oldest generation when explore() returns. Values the caller froze stay frozen, and
-    the collector is left enabled or not as it was."""
-    result = explore(_LRU, ONE_KEY)
-    young = gc.get_objects(0) + gc.get_objects(1)  # small lists, unlike the oldest's
-    assert gc.is_tracked(result)
-    assert not any(value is result for value in young)
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        gc.disable()
-        explore(_LRU, ONE_KEY)
-        assert (gc.get_freeze_count(), gc.isenabled()) == (frozen, False)
-    finally:
-        gc.enable()
-        gc.unfreeze()
+@pytest.mark.parametrize("check", sorted(collector_checks.CHECKS))
+def test_what_a_search_leaves_the_collector(check: str) -> None:
+    """collector_checks.py's checks (a search leaves nothing in a reference cycle; what
+    it kept joins the oldest generation, and a caller's frozen values stay frozen), each
+    in a fresh python, whose heap is small: see that module's docstring."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    ran = subprocess.run([sys.executable, collector_checks.__file__, check], env=env,
+                         capture_output=True, text=True, check=False)
+    assert ran.returncode == 0, ran.stderr
