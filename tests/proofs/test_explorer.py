@@ -264,6 +264,7 @@ def test_what_a_search_leaves_the_collector(check: str) -> None:
     it kept joins the oldest generation, and a caller's frozen values stay frozen), each
     in a fresh python, whose heap is small: see that module's docstring."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("PYTHONOPTIMIZE", None)  # the checks are asserts: never skipped
     ran = subprocess.run([sys.executable, collector_checks.__file__, check], env=env,
                          capture_output=True, text=True, check=False)
     assert ran.returncode == 0, ran.stderr
