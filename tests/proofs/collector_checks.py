@@ -25,7 +25,9 @@ from proofs.modelcheck.node import Form
 from kvoffload.spec import Eviction, Policy
 
 ONE_KEY = Bounds("one-key", capacity=1, keys=("a",), resets=1, readers=1, width=1)
-_LRU = Setup(SPEC, Form.TICKET, Policy.LRU)
+"""One key, one slot: the smallest bounds (test_explorer.py's too)."""
+LRU = Setup(SPEC, Form.TICKET, Policy.LRU)
+"""The spec under LRU in the ticket form, every property (test_explorer.py's too)."""
 
 
 def a_search_leaves_nothing_in_a_reference_cycle() -> None:
@@ -40,7 +42,7 @@ def a_search_leaves_nothing_in_a_reference_cycle() -> None:
     gc.disable()
     gc.freeze()
     try:
-        for setup in (replace(_LRU, eviction=Eviction.BACKGROUND),  # misuse last
+        for setup in (replace(LRU, eviction=Eviction.BACKGROUND),  # misuse last
                       CHECKS_BY_NAME["mutant:CompleteLoadCountsDuplicates+unique-keys"].setup,
                       CHECKS_BY_NAME["mutant:CompleteLoadCountsDuplicates"].setup):  # violated
             explore(setup, ONE_KEY)
@@ -55,7 +57,7 @@ def what_a_search_kept_joins_the_oldest_generation() -> None:
     """No young collection goes over what a search kept (its result here): it is in the
     oldest generation when explore() returns. Values the caller froze stay frozen, and
     the collector is left enabled or not as it was."""
-    result = explore(_LRU, ONE_KEY)
+    result = explore(LRU, ONE_KEY)
     young = gc.get_objects(0) + gc.get_objects(1)  # small lists, unlike the oldest's
     assert gc.is_tracked(result)
     assert not any(value is result for value in young)
@@ -63,7 +65,7 @@ def what_a_search_kept_joins_the_oldest_generation() -> None:
     try:
         frozen = gc.get_freeze_count()
         gc.disable()
-        explore(_LRU, ONE_KEY)
+        explore(LRU, ONE_KEY)
         assert (gc.get_freeze_count(), gc.isenabled()) == (frozen, False)
     finally:
         gc.enable()

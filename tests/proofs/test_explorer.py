@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import collector_checks
 import pytest
+from collector_checks import LRU, ONE_KEY
 from proofs.modelcheck import explorer
 from proofs.modelcheck.bounds import TINY, Bounds
 from proofs.modelcheck.checks import CHECKS, CHECKS_BY_NAME, WIDE_TINY_ROWS
@@ -154,7 +155,6 @@ def test_spec_state_counts_do_not_depend_on_hash_order(run_check: RunCheck) -> N
 
 TWO_KEYS = Bounds("two-keys", capacity=2, keys=("a", "b"), resets=1, readers=1, width=1)
 """Where vLLM's form under no-stale-completions already breaks liveness (535 states)."""
-ONE_KEY = Bounds("one-key", capacity=1, keys=("a",), resets=1, readers=1, width=1)
 
 
 @pytest.mark.parametrize(("safety", "bounds"), [
@@ -201,15 +201,14 @@ def _figures(result: Result) -> tuple[object, ...]:
             result.depth, result.checked, result.tree.parent, result.tree.via)
 
 
-_LRU = Setup(SPEC, Form.TICKET, Policy.LRU)
 _VLLM = Setup(SPEC, Form.VLLM, Policy.LRU, (NO_STALE_COMPLETIONS,), liveness=False)
 
 
 @pytest.mark.parametrize(("family", "reused"), [
-    ([_LRU, replace(_LRU, eviction=Eviction.BACKGROUND), replace(_LRU, node_failure=True)],
+    ([LRU, replace(LRU, eviction=Eviction.BACKGROUND), replace(LRU, node_failure=True)],
      True),
-    ([replace(_LRU, node_failure=True), replace(_LRU, liveness=False), replace(
-        _LRU, properties=frozenset(WITHOUT_LAWS - {"running_copies_own_their_slots"}))],
+    ([replace(LRU, node_failure=True), replace(LRU, liveness=False), replace(
+        LRU, properties=frozenset(WITHOUT_LAWS - {"running_copies_own_their_slots"}))],
      True),
     ([_VLLM, replace(_VLLM, assumptions=(NO_STALE_COMPLETIONS, NO_RESET_IN_FLIGHT))], True),
     ([replace(_VLLM, assumptions=(NO_STALE_COMPLETIONS, NO_RESET_IN_FLIGHT)), _VLLM], False),
@@ -248,11 +247,11 @@ def test_a_shared_search_finds_what_a_search_alone_finds(
 
 
 def test_a_search_shares_only_with_its_own_family() -> None:
-    shared = Shared(family_of(_LRU, ONE_KEY))
-    for other, bounds in [(replace(_LRU, policy=Policy.ARC), ONE_KEY), (_LRU, TWO_KEYS),
-                          (replace(_LRU, form=Form.VLLM), ONE_KEY),
-                          (replace(_LRU, properties=frozenset()), ONE_KEY),
-                          (replace(_LRU, model=MUTANTS_BY_NAME["DuplicateKeySlotLeak"].model),
+    shared = Shared(family_of(LRU, ONE_KEY))
+    for other, bounds in [(replace(LRU, policy=Policy.ARC), ONE_KEY), (LRU, TWO_KEYS),
+                          (replace(LRU, form=Form.VLLM), ONE_KEY),
+                          (replace(LRU, properties=frozenset()), ONE_KEY),
+                          (replace(LRU, model=MUTANTS_BY_NAME["DuplicateKeySlotLeak"].model),
                            ONE_KEY)]:
         with pytest.raises(ValueError, match="its own family"):
             explore(other, bounds, shared=shared)
