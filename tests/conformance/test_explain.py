@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from kvoffload.conformance.judge.explain import error_text
-from kvoffload.spec import NotReadable
+from kvoffload.conformance.config import CheckConfig, Level
+from kvoffload.conformance.judge.explain import error_text, recency_rows
+from kvoffload.spec import Call, NotReadable, Op, Policy, apply, initial_state
 
 
 class CodedError(Exception):
@@ -34,3 +35,18 @@ def test_an_error_that_cannot_say_itself_is_still_shown() -> None:
 
 def test_an_exit_status_is_no_misuse_code() -> None:
     assert error_text(SystemExit("bye")) == "SystemExit: bye"
+
+
+def test_the_arc_rows_say_which_end_is_least_recent() -> None:
+    """The LRU row said its order ("least recent first"), the ARC rows did not, so a
+    reader of "() / ('a', 'b')" had to look up docs/spec.md D10 to learn that 'a' is
+    the next victim (session 41's clean-room manager)."""
+    state = initial_state(2, Policy.ARC)
+    for call in (Call(Op.PREPARE_STORE, ("a", "b")), Call(Op.COMPLETE_STORE, ("b", "a")),
+                 Call(Op.TOUCH, ("b", "a")), Call(Op.PREPARE_STORE, ("c",))):
+        state, _ = apply(state, call)
+    config = CheckConfig(policy=Policy.ARC, level=Level.EXACT)
+    rows = {aspect: spec for aspect, spec, _ in recency_rows(state, config)}
+    assert rows == {"ARC t1 / t2 (least recent first)": "('c',) / ('b',)",
+                    "ARC ghosts b1 / b2 (oldest first)": "() / ('a',)",
+                    "ARC p": "0"}

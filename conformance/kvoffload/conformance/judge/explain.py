@@ -98,8 +98,9 @@ def recency_rows(state: CacheState, config: CheckConfig) -> list[Row]:
         return []
     if isinstance(recency, LruOrder):
         return [("LRU order (least recent first)", show(recency.order), "")]
-    return [("ARC t1 / t2", f"{show(recency.t1)} / {show(recency.t2)}", ""),
-            ("ARC ghosts b1 / b2", f"{show(recency.b1)} / {show(recency.b2)}", ""),
+    return [("ARC t1 / t2 (least recent first)", f"{show(recency.t1)} / {show(recency.t2)}", ""),
+            ("ARC ghosts b1 / b2 (oldest first)", f"{show(recency.b1)} / {show(recency.b2)}",
+             ""),
             ("ARC p", str(recency.p), "")]
 
 
