@@ -144,3 +144,41 @@ def test_a_wrong_reset_epoch_fails(replayer: Path, corpus: Path, tmp_path: Path)
     assert done.returncode == 1
     assert f"FAILED {path.stem} at step" in done.stdout
     assert "reset_cache: expected epoch 2, got 1" in done.stdout
+
+
+def _lru_choice_cases(corpus: Path) -> list[str]:
+    """The LRU cases with a store whose victims the spec chose among more candidates."""
+    return sorted(
+        path.stem for path in (corpus / "cases").glob("*.json")
+        for case in [json.loads(path.read_text())]
+        if case["policy"] == "lru"
+        and any("evicted_from" in s["expect"] for s in case["steps"]))
+
+
+def test_an_lru_toy_evicting_the_most_recent_fails_every_lru_choice(
+    replayer: Path, corpus: Path,
+) -> None:
+    # The toy evicts in LRU order, so the replayer checks LRU cases at level exact:
+    # where the spec had a choice the victims must be `evicted` itself, not any of
+    # `evicted_from` (docs/corpus.md, "Victims"). TOY_BUG 7 evicts the most recent.
+    choices = _lru_choice_cases(corpus)
+    assert len(choices) >= 2
+    done = subprocess.run([str(replayer), str(corpus)], capture_output=True, text=True,
+                          env={**os.environ, "TOY_BUG": "7"})
+    assert done.returncode == 1
+    failed = int(done.stdout.split()[-4])  # "P passed, F failed, S skipped"
+    assert failed >= len(choices)
+    assert "evicted: expected" in done.stdout
+
+
+def test_at_level_any_a_toy_evicting_the_most_recent_passes(
+    replayer: Path, corpus: Path,
+) -> None:
+    # At --level any every allowed victim is right: the cases tagged level exact are
+    # skipped, a last call's choice is checked against `evicted_from`.
+    cases = [json.loads(p.read_text()) for p in (corpus / "cases").glob("*.json")]
+    exact = sum(c["level"] == "exact" for c in cases)
+    done = subprocess.run([str(replayer), str(corpus), "--level", "any"],
+                          capture_output=True, text=True, env={**os.environ, "TOY_BUG": "7"})
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.split()[-2] == str(exact)
