@@ -6,7 +6,8 @@ nothing had changed; so did rumur's generated verifiers (about 0.9 s each at -O0
 tests/proofs/conftest.py) and the hosts' launcher (host_launcher.c). A build is kept in
 the suite's cache (``$KVOFFLOAD_CACHE``, else ``~/.cache/kvoffload``, where the vLLM
 wheels are kept too) under a key made of everything that decides its output: the
-compiler's ``--version``, the command line, the source and the files it includes. A
+compiler's ``--version``, the command line, the source and the files it includes (the
+headers named, and every file it includes in quotes, found on its own). A
 change to any of them builds anew, so a build that would now fail (``-Wall -Werror``
 included) still fails; ``KVOFFLOAD_NO_BUILD_CACHE=1`` turns the cache off (each build
 is then made anew, in a folder removed when the process exits). A machine with an empty
@@ -18,6 +19,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -26,12 +28,31 @@ from pathlib import Path
 
 from kvoffload.conformance.target.vllm_wheels import cache_dir
 
+QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+
+
+def quoted_includes(source: Path) -> list[Path]:
+    """The files ``source`` includes in quotes (``#include "toy.hpp"``, found beside the
+    file that names them), and the files those include, each once, in the order met."""
+    found: list[Path] = []
+    todo = [source]
+    while todo:
+        including = todo.pop(0)
+        for name in QUOTED_INCLUDE.findall(including.read_text(encoding="utf-8")):
+            path = (including.parent / name).resolve()
+            if path not in found and path.is_file():
+                found.append(path)
+                todo.append(path)
+    return found
+
 
 def build_key(compiler: str, flags: Sequence[str], source: Path, *inputs: Path,
               libraries: Sequence[str] = ()) -> str:
     """The hash of every input of a build: the compiler's ``--version``, the flags
-    (and the libraries linked, if any), the source and the other files it reads (a
-    change to any gives another key)."""
+    (and the libraries linked, if any), the source and the other files it reads: the
+    ``inputs`` named and the files it includes in quotes (a change to any gives another
+    key)."""
+    inputs = (*inputs, *quoted_includes(source))
     digest = hashlib.sha256()
     version = subprocess.run([compiler, "--version"], check=True, capture_output=True,
                              text=True).stdout

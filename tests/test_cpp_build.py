@@ -30,6 +30,24 @@ def test_every_input_changes_the_key(tmp_path: Path) -> None:
     assert linked != build_key("g++", ["-O0", "-lpthread"], source, header)
 
 
+def test_a_file_the_source_includes_in_quotes_changes_the_key(tmp_path: Path) -> None:
+    # replay.cpp and host.cpp include toy.hpp ("..."): their tests name only the JSON
+    # header, and a change to the toy alone reran the build kept before it.
+    source, header = tmp_path / "a.cpp", tmp_path / "h.hpp"
+    (tmp_path / "sub").mkdir()
+    toy, deeper = tmp_path / "sub" / "toy.hpp", tmp_path / "sub" / "deeper.hpp"
+    source.write_text('#include <vector>\n#include "sub/toy.hpp"\nint main() { return 0; }\n')
+    header.write_text("// header\n")
+    toy.write_text('#pragma once\n#include "deeper.hpp"\n')
+    deeper.write_text("// deeper\n")
+    first = build_key("g++", ["-O0"], source, header)
+    toy.write_text('#pragma once\n#include "deeper.hpp"\n// changed\n')
+    second = build_key("g++", ["-O0"], source, header)
+    assert second != first
+    deeper.write_text("// deeper, changed\n")
+    assert build_key("g++", ["-O0"], source, header) != second
+
+
 def test_a_kept_build_is_copied_and_a_failing_one_is_not_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

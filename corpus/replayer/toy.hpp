@@ -11,6 +11,8 @@
 //   4 a failed store is marked READY anyway                  (FailedStoreStaysVisible)
 //   5 prepare_load([k, k]) pins k twice (PrepareLoadDoublePins)  (liveness)
 //   6 a reset frees the slots of running copies (ResetFreesRunningSlots)  (slots)
+//   7 a store evicts the most recent evictable keys, not the least (MruEviction)
+//     (eviction-choice, at level exact only)
 #pragma once
 #include <algorithm>
 #include <deque>
@@ -94,7 +96,7 @@ struct Toy {
     std::vector<Key> evicted;
     const int to_evict = needed - (int)free.size();  // free grows as victims go
     for (int i = 0; i < to_evict; ++i) {
-      Key v = candidates[i];
+      Key v = TOY_BUG == 7 ? candidates[candidates.size() - 1 - i] : candidates[i];
       free.push_back(table[v].slot);
       table.erase(v);
       unqueue(v);

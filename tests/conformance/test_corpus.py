@@ -57,7 +57,7 @@ from kvoffload.spec import Call, Op, Policy
 
 FIXTURE_MAX_CALLS = 3
 """The corpus these tests write holds the model checker's traces of up to 3 calls (all
-6: ``kvoffload corpus write`` by default, 13,435 cases; replaying it against every
+6: ``kvoffload corpus write`` by default, 13,438 cases; replaying it against every
 seeded variant takes minutes)."""
 
 ARC_VARIANTS = {"ArcNoAdaptation", "ArcGhostHitToT1", "ArcRejectsWithEvictable"}

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,6 +53,12 @@ def corpus(short_corpus: Path) -> Path:
     """The corpus of TINY traces up to 4 calls (tests/conftest.py), shared with
     test_lmcache_backends.py: read only here."""
     return short_corpus
+
+
+@pytest.fixture(scope="module")
+def cases(corpus: Path) -> dict[str, dict[str, Any]]:
+    """Every case of ``corpus`` by name, read once for the tests that look at them."""
+    return {p.stem: json.loads(p.read_text()) for p in (corpus / "cases").glob("*.json")}
 
 
 def broken_copy(corpus: Path, directory: Path) -> Path:
@@ -108,12 +115,11 @@ def test_an_unreadable_corpus_exits_2(replayer: Path, tmp_path: Path) -> None:
 
 
 def test_every_reset_case_is_replayed(
-    corpus: Path, clean_replay: subprocess.CompletedProcess[str],
+    cases: dict[str, dict[str, Any]], clean_replay: subprocess.CompletedProcess[str],
 ) -> None:
     # Only exact-level ARC cases are skipped: the toy resets, with copies still running.
-    cases = [json.loads(p.read_text()) for p in (corpus / "cases").glob("*.json")]
-    arc_exact = sum(c["level"] == "exact" and c["policy"] != "lru" for c in cases)
-    assert any(s["call"]["op"] == "reset_cache" for c in cases for s in c["steps"])
+    arc_exact = sum(c["level"] == "exact" and c["policy"] != "lru" for c in cases.values())
+    assert any(s["call"]["op"] == "reset_cache" for c in cases.values() for s in c["steps"])
     done = clean_replay
     assert done.stdout.split()[4] == str(arc_exact)  # "P passed, F failed, S skipped"
 
@@ -144,3 +150,32 @@ def test_a_wrong_reset_epoch_fails(replayer: Path, corpus: Path, tmp_path: Path)
     assert done.returncode == 1
     assert f"FAILED {path.stem} at step" in done.stdout
     assert "reset_cache: expected epoch 2, got 1" in done.stdout
+
+
+def test_an_lru_toy_evicting_the_most_recent_fails_every_lru_choice(
+    replayer: Path, corpus: Path, cases: dict[str, dict[str, Any]],
+) -> None:
+    # The toy evicts in LRU order, so the replayer checks LRU cases at level exact:
+    # where the spec had a choice the victims must be `evicted` itself, not any of
+    # `evicted_from` (docs/corpus.md, "Victims"). TOY_BUG 7 evicts the most recent.
+    choices = [name for name, case in cases.items() if case["policy"] == "lru"
+               and any("evicted_from" in s["expect"] for s in case["steps"])]
+    assert len(choices) >= 2
+    done = subprocess.run([str(replayer), str(corpus)], capture_output=True, text=True,
+                          env={**os.environ, "TOY_BUG": "7"})
+    assert done.returncode == 1
+    failed = int(done.stdout.split()[-4])  # "P passed, F failed, S skipped"
+    assert failed >= len(choices)
+    assert "evicted: expected" in done.stdout
+
+
+def test_at_level_any_a_toy_evicting_the_most_recent_passes(
+    replayer: Path, corpus: Path, cases: dict[str, dict[str, Any]],
+) -> None:
+    # At --level any every allowed victim is right: the cases tagged level exact are
+    # skipped, a last call's choice is checked against `evicted_from`.
+    exact = sum(c["level"] == "exact" for c in cases.values())
+    done = subprocess.run([str(replayer), str(corpus), "--level", "any"],
+                          capture_output=True, text=True, env={**os.environ, "TOY_BUG": "7"})
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.split()[-2] == str(exact)

@@ -8,8 +8,8 @@ answer comes from the spec (:func:`kvoffload.spec.apply`), exact wherever the sp
 what a target may choose is written as a constraint:
 
 - slots and tickets are symbolic names (``s0``, ``t0``) bound at first sight; a new slot
-  name must be bound to a slot no name in the previous step's ``held`` list has, a new
-  ticket name to a value never seen before in the case;
+  name must be bound to a slot no other name in its step's ``held`` list (the slots held
+  once the step is done) has, a new ticket name to a value never seen before in the case;
 - victims are the spec's exact set; where the eviction had a choice, ``evicted_from``
   lists the allowed victims. A case in which a choice comes before its last call (later
   answers depend on it) is tagged ``level: exact`` with its ``policy`` (only targets
