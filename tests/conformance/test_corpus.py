@@ -57,7 +57,7 @@ from kvoffload.spec import Call, Op, Policy
 
 FIXTURE_MAX_CALLS = 3
 """The corpus these tests write holds the model checker's traces of up to 3 calls (all
-6: ``kvoffload corpus write`` by default, 13,438 cases; replaying it against every
+6: ``kvoffload corpus write`` by default, 13,441 cases; replaying it against every
 seeded variant takes minutes)."""
 
 ARC_VARIANTS = {"ArcNoAdaptation", "ArcGhostHitToT1", "ArcRejectsWithEvictable"}
@@ -74,7 +74,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def untiny(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """:func:`corpus` less its tiny cases (220 of its 790 cases: the scenarios and the
+    """:func:`corpus` less its tiny cases (223 of its 793 cases: the scenarios and the
     engines', self-test's and model checker's cases), an index over the same files. For
     the tests whose subject is how a replay reports a failure, skips a case or reads a
     profile, which every kind of case but the tiny ones shows too (the strict profile's

@@ -1,4 +1,4 @@
-"""Every ``expect`` of the whole corpus is the spec's answer (slow: 13,438 cases), and
+"""Every ``expect`` of the whole corpus is the spec's answer (slow: 13,441 cases), and
 the reading that checks it catches wrong answers (the default tier checks the 3-call
 corpus: test_corpus.py)."""
 

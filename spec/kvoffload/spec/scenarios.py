@@ -39,6 +39,18 @@ def _s(op: Op, *keys: object, expect: Output | type[MisuseError] = None, **kw: o
 L, PL, CL, T = Op.LOOKUP, Op.PREPARE_LOAD, Op.COMPLETE_LOAD, Op.TOUCH
 PS, CS, R, E = Op.PREPARE_STORE, Op.COMPLETE_STORE, Op.RESET_CACHE, Op.TAKE_EVENTS
 
+_ARC_BEFORE_RESET = (
+    _s(PS, "a", "b", expect=StorePlan(("a", "b"), (0, 1), (), 0, 0)),
+    _s(CS, "a", "b", expect=Completion(applied=("a", "b"))),
+    _s(T, "a", expect=None),  # a to t2
+    _s(PS, "c", expect=StorePlan(("c",), (1,), ("b",), 0, 1)),  # b from t1 to ghost b1
+    _s(CS, "c", expect=Completion(applied=("c",))),
+    _s(PS, "b", expect=StorePlan(("b",), (0,), ("a",), 0, 2)),  # a ghost hit: p 1; a to b2
+    _s(CS, "b", expect=Completion(applied=("b",))),
+    _s(R, expect=1),
+)
+"""ARC on 2 slots, up to a reset that finds p at 1 and a in ghost list b2."""
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("pr41795", "a block whose store is in flight is PENDING, not a miss", 4, (
         _s(PS, "a", expect=StorePlan(("a",), (0,), (), 0, 0)),
@@ -227,5 +239,31 @@ SCENARIOS: tuple[Scenario, ...] = (
         _s(CS, "f", expect=Completion(applied=("f",))),
         _s(CS, "a", expect=Completion(applied=("a",))),
         _s(PS, "c", expect=StorePlan(("c",), (2,), ("a",), 0, 6)),
+    ), policy=Policy.ARC),
+    Scenario("arc-reset-forgets-p", "ARC: a reset sets p back to 0; a ghost hit had raised "
+             "it to 1, with which the victim would be t2's x, not t1's y", 2, (
+        *_ARC_BEFORE_RESET,
+        _s(PS, "x", "y", expect=StorePlan(("x", "y"), (0, 1), (), 1, 3)),
+        _s(CS, "x", "y", expect=Completion(applied=("x", "y"))),
+        _s(T, "x", expect=None),
+        _s(PS, "z", expect=StorePlan(("z",), (1,), ("y",), 1, 4)),
+    ), policy=Policy.ARC),
+    Scenario("arc-reset-forgets-ghosts", "ARC: a reset empties the ghost lists; a kept ghost "
+             "of a would send it to t2, and y would be the victim", 2, (
+        *_ARC_BEFORE_RESET,
+        _s(PS, "a", "y", expect=StorePlan(("a", "y"), (0, 1), (), 1, 3)),
+        _s(CS, "a", "y", expect=Completion(applied=("a", "y"))),
+        _s(PS, "z", expect=StorePlan(("z",), (0,), ("a",), 1, 4)),
+    ), policy=Policy.ARC),
+    Scenario("arc-failed-store-leaves-no-ghost", "ARC: a failed store leaves no ghost; a ghost "
+             "hit on the second store of a would raise p, and a would be the victim", 2, (
+        _s(PS, "b", expect=StorePlan(("b",), (0,), (), 0, 0)),
+        _s(CS, "b", expect=Completion(applied=("b",))),
+        _s(PS, "a", expect=StorePlan(("a",), (1,), (), 0, 1)),
+        _s(CS, "a", success=False, expect=Completion(applied=("a",))),
+        _s(PS, "a", expect=StorePlan(("a",), (1,), (), 0, 2)),
+        _s(CS, "a", expect=Completion(applied=("a",))),
+        _s(T, "a", expect=None),
+        _s(PS, "c", expect=StorePlan(("c",), (0,), ("b",), 0, 3)),
     ), policy=Policy.ARC),
 )
