@@ -414,6 +414,50 @@ def test_one_evicting_store_drained_reports_its_keys_whatever_form_they_come_bac
     manager.check()
 
 
+def _churn_past_the_fold(manager: OffloadManager, keep: list[str]) -> None:
+    """64 changes of the READY set in the tier's one free slot, ``keep`` used each time
+    so that it stays: the next ``prepare_store`` folds the log."""
+    for n in range(32):
+        manager.prepare_store([f"d{n}"])
+        manager.complete_store([f"d{n}"])
+        manager.touch(keep)
+        manager.prepare_store([f"e{n}"])  # evicts d{n}
+        manager.complete_store([f"e{n}"], success=False)
+
+
+def test_a_scheduler_steps_news_after_a_fold_keeps_the_folded_removals() -> None:
+    """Mutation sweep (7 December, manager.py:4211.0): take_events' shortcut for a
+    scheduler step's log (one evicting store and its completion) must not skip what a
+    fold set aside: reached after more than 64 changes without a drain, which neither
+    ``kvoffload check`` nor these tests made. Here the fold holds ``a``'s removal."""
+    manager = ready(2, "a", "b")
+    manager.take_events()
+    manager.prepare_store(["c"])  # evicts a
+    manager.complete_store(["c"], success=False)
+    _churn_past_the_fold(manager, ["b"])
+    manager.prepare_store(["s"])  # the fold: nothing stored, a removed
+    manager.prepare_store(["n"])  # evicts b: the log is a scheduler step's
+    manager.complete_store(["n"])
+    assert manager.take_events() == Events(stored=frozenset({"n"}),
+                                           removed=frozenset({"a", "b"}))
+    assert manager.take_events() == Events()
+
+
+def test_a_scheduler_steps_news_after_a_fold_keeps_the_folded_stores() -> None:
+    """The same with a fold that holds a store (manager.py:4207.0): ``x`` came and
+    left since the drain, which is no news."""
+    manager = ready(3, "b")
+    manager.take_events()
+    manager.prepare_store(["x"])
+    manager.complete_store(["x"])
+    _churn_past_the_fold(manager, ["b", "x"])
+    manager.prepare_store(["s"])  # the fold: x stored, nothing removed
+    manager.prepare_store(["n"])  # evicts x, the least recent
+    manager.complete_store(["n"])
+    assert manager.take_events() == Events(stored=frozenset({"n"}))
+    assert manager.take_events() == Events()
+
+
 def test_events_stay_right_and_bounded_when_nobody_drains_them() -> None:
     manager = OffloadManager(4)
     for n in range(1_000):
