@@ -20,13 +20,18 @@ not run either, unless ``--run-unreached``.
     python benchmarks/mutation_sweep.py run --out /tmp/arc.jsonl --files arc.py --policy arc \\
         --coverage /tmp/cov-arc.json
     python benchmarks/mutation_sweep.py summary /tmp/lru.jsonl /tmp/arc.jsonl
-    python benchmarks/mutation_sweep.py show manager.py:17        # one mutant's diff
+    python benchmarks/mutation_sweep.py show manager.py:4211.0    # one mutant's diff
+    python benchmarks/mutation_sweep.py tests manager.py:4211.0   # does tests/impl kill it?
 
 ``run`` passes ``--seed 1 --no-database --quiet --stop-at-first --in-process`` and the
-default budget; ``--check-args`` adds more (``--level exact``, ``--max-examples 1500``),
-``--host`` drops ``--in-process``. It runs one mutant at a time and appends one JSON
-line per mutant to ``--out`` (a rerun skips the mutants already there). The figures
-depend on the seed and the budget; none of this is a test.
+default budget; ``--check-args`` adds more (``--level exact``, ``--max-examples 1500``,
+a later ``--seed`` wins), ``--host`` drops ``--in-process``; ``--only`` names mutants,
+``--shuffle`` runs them in random order (so a run stopped early is a random sample),
+``--fraction`` draws that share of each (file, operator) group. It runs one mutant at a
+time against a copy of the judge taken when it starts (editing the worktree meanwhile
+changes nothing) and appends one JSON line per mutant to ``--out`` (a rerun skips the
+mutants already there). The figures depend on the seed and the budget; none of this is
+a test. Results of 7 December 2026: ``docs/conformance.md`` (Seeded mutations).
 """
 
 from __future__ import annotations
