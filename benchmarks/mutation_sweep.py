@@ -189,6 +189,11 @@ def mutants(file: str) -> list[Mutant]:
     return found
 
 
+def by_name() -> dict[str, Mutant]:
+    """Every mutant of every file in :data:`FILES`, by name."""
+    return {m.name: m for f in FILES for m in mutants(f)}
+
+
 def _not(test: ast.expr) -> ast.expr:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return test.operand
@@ -400,7 +405,7 @@ TESTS = ("test_lru.py", "test_orphans.py", "test_records.py", "test_arc.py", "te
 
 def tests(args: argparse.Namespace) -> None:
     """Does the project's own test suite (:data:`TESTS`) kill each named mutant?"""
-    every = {m.name: m for f in FILES for m in mutants(f)}
+    every = by_name()
     for name in args.names:
         mutant = every[name]
         with tempfile.TemporaryDirectory(prefix="mutants-tests-") as scratch:
@@ -521,7 +526,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"{file:12} {op:8} {n}")
         print(f"total {sum(counts.values())}")
     elif args.command == "show":
-        every = {m.name: m for f in FILES for m in mutants(f)}
+        every = by_name()
         for name in args.names:
             print(f"# {name}: {every[name].op} {every[name].detail}\n{_diff(every[name])}")
     elif args.command == "coverage":
